@@ -1,0 +1,94 @@
+"""The handler contract and how ``[[handlers]]`` entries become handler objects.
+
+A handler is any object with a ``name`` and ``async def handle(self, completion) -> None``;
+raising means "retry later". Optional ``async def start()`` / ``async def close()`` are called
+by the service's lifespan. ``type`` is a built-in name, an entry point in the group
+``jobhook.handlers``, or ``"package.module:attr"``; the loaded object is called with
+``name=...`` and the entry's other keys as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from receiver.errors import HandlerLoadError
+
+if TYPE_CHECKING:
+    from receiver.completion import Completion
+    from receiver.config import HandlerSettings
+
+ENTRY_POINT_GROUP = "jobhook.handlers"
+BUILTINS = {
+    "file": "handlers.file:FileHandler",
+    "http": "handlers.http:HttpHandler",
+    "command": "handlers.command:CommandHandler",
+    "log": "handlers.log:LogHandler",
+    "redis": "handlers.redis:RedisHandler",
+    "nats": "handlers.nats:NatsHandler",
+    "rabbitmq": "handlers.rabbitmq:RabbitMQHandler",
+}
+
+
+@runtime_checkable
+class Handler(Protocol):
+    """What the dispatcher calls for every matching completion."""
+
+    name: str
+
+    async def handle(self, completion: Completion) -> None:
+        """Deliver ``completion``; raise to have it retried with backoff."""
+
+
+def import_from_string(spec: str) -> Any:
+    """Load ``"package.module:attr"`` (dotted attr allowed) with an exact error."""
+    module_name, sep, attrs = spec.partition(":")
+    if not sep or not module_name or not attrs:
+        raise HandlerLoadError(f'{spec!r} must be in the form "package.module:attribute"')
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if exc.name != module_name and exc.name is not None:
+            raise HandlerLoadError(f"importing {module_name!r} failed: {exc}") from exc
+        raise HandlerLoadError(f"module {module_name!r} not found") from exc
+    obj: Any = module
+    for attr in attrs.split("."):
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError:
+            raise HandlerLoadError(f"{module_name!r} has no attribute {attrs!r}") from None
+    return obj
+
+
+def _resolve_type(kind: str) -> Any:
+    if kind in BUILTINS:
+        return import_from_string(BUILTINS[kind])
+    if ":" in kind:
+        return import_from_string(kind)
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=kind):
+        try:
+            return ep.load()
+        except Exception as exc:
+            raise HandlerLoadError(f"entry point {kind!r} failed to load: {exc}") from exc
+    raise HandlerLoadError(
+        f"unknown handler type {kind!r}: not built in ({', '.join(sorted(BUILTINS))}), "
+        f"not an entry point in {ENTRY_POINT_GROUP!r}, not 'package.module:attr'"
+    )
+
+
+def load_handler(settings: HandlerSettings) -> Handler:
+    """Build the handler an entry describes; HandlerLoadError names it and the reason."""
+    try:
+        factory = _resolve_type(settings.type)
+        handler = factory(name=settings.name, **settings.options)
+    except HandlerLoadError as exc:
+        raise HandlerLoadError(f"handler {settings.name!r}: {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        raise HandlerLoadError(f"handler {settings.name!r} ({settings.type}): {exc}") from exc
+    if not isinstance(handler, Handler):
+        raise HandlerLoadError(
+            f"handler {settings.name!r}: {settings.type} did not produce an object with "
+            "'name' and 'async handle(completion)'"
+        )
+    return handler

@@ -1,0 +1,1 @@
+"""jobhook: a verified, durable webhook receiver for document-processing APIs."""

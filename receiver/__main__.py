@@ -1,0 +1,3 @@
+from receiver.cli import main
+
+main()

@@ -1,0 +1,87 @@
+"""``create_app``: the Starlette application, its routes and the lifespan that owns resources."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import structlog
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from receiver import health, webhooks
+from receiver.errors import RejectedError, RetryableError
+from receiver.ingest import Ingestor
+from receiver.providers import get_provider
+from receiver.store import Store, open_store
+from receiver.verify import SvixVerifier
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from receiver.config import Settings
+
+log = structlog.get_logger("receiver.app")
+
+
+def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
+    """One verifier and adapter per configured source; fails fast on a bad secret."""
+    return {
+        name: webhooks.Source(name, get_provider(cfg.provider), SvixVerifier(cfg.secrets))
+        for name, cfg in settings.sources.items()
+    }
+
+
+async def _rejected(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RejectedError)
+    return JSONResponse({"error": exc.reason, "detail": exc.detail}, status_code=exc.status_code)
+
+
+async def _retryable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RetryableError)
+    retry_after = str(round(exc.retry_after)) if exc.retry_after else "5"
+    return JSONResponse(
+        {"error": "unavailable", "detail": str(exc)},
+        status_code=503,
+        headers={"Retry-After": retry_after},
+    )
+
+
+def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
+    """Build the application; resources are opened by the lifespan, not here."""
+    sources = build_sources(settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        the_store = store if store is not None else open_store(settings.store.url)
+        await the_store.open()
+        try:
+            app.state.store = the_store
+            app.state.ingestor = Ingestor(the_store, settings.handlers)
+            log.info("started", sources=sorted(sources), store=repr(the_store))
+            if not sources:
+                log.warning(
+                    "no_sources", hint="every webhook will answer 404 until one is configured"
+                )
+            yield
+        finally:
+            await the_store.close()
+            log.info("stopped")
+
+    app = Starlette(
+        routes=[
+            Route("/webhooks/{source}", webhooks.receive, methods=["POST"]),
+            Route("/healthz", health.healthz, methods=["GET"]),
+            Route("/readyz", health.readyz, methods=["GET"]),
+        ],
+        exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.sources = sources
+    app.state.max_body_bytes = settings.server.max_body_bytes
+    return app

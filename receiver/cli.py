@@ -1,0 +1,61 @@
+"""The ``jobhook`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from receiver.errors import ConfigError
+
+CONFIG_OPTION = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="JOBHOOK_CONFIG",
+    help="TOML configuration file (default: $JOBHOOK_CONFIG, then ./jobhook.toml).",
+)
+
+
+@click.group()
+@click.version_option(package_name="jobhook")
+def main() -> None:
+    """jobhook: verified, durable webhooks for document-processing APIs."""
+
+
+def _fail(exc: ConfigError) -> None:
+    click.echo(f"jobhook: {exc}", err=True)
+    sys.exit(2)
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--host", help="Override server.host.")
+@click.option("--port", type=int, help="Override server.port.")
+def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
+    """Run the webhook receiver, dispatcher and poller."""
+    from receiver.serve import run
+
+    try:
+        run(config_path, host=host, port=port)
+    except ConfigError as exc:
+        _fail(exc)
+
+
+@main.command("check-config")
+@CONFIG_OPTION
+def check_config(config_path: Path | None) -> None:
+    """Validate the configuration (secrets resolved, handlers loaded) and exit."""
+    from receiver.app import build_sources
+    from receiver.config import load_settings
+
+    try:
+        settings = load_settings(config_path)
+        build_sources(settings)
+    except ConfigError as exc:
+        _fail(exc)
+    click.echo(
+        f"configuration OK: {len(settings.sources)} source(s), "
+        f"{len(settings.handlers)} handler(s), store {settings.store.url.split('://')[0]}"
+    )

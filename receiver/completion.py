@@ -1,0 +1,86 @@
+"""The completion handed to every handler: the job's outcome and streaming access to its result."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from receiver.store import CompletionRow
+
+CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ResultInfo:
+    """The fetched result: a file under ``results.dir``, its sha256 and size."""
+
+    path: Path
+    sha256: str
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A terminal job as handlers see it. ``result`` is None when there is none (or it failed)."""
+
+    id: int
+    source: str
+    job_id: str
+    state: str
+    provider_status: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    result: ResultInfo | None = None
+    created_at: float = 0.0
+
+    @classmethod
+    def from_row(cls, row: CompletionRow) -> Completion:
+        result = None
+        if row.result_path and row.result_sha256 is not None and row.result_bytes is not None:
+            result = ResultInfo(Path(row.result_path), row.result_sha256, row.result_bytes)
+        return cls(row.id, row.source, row.job_id, row.state, row.provider_status,
+                   row.metadata, row.error, result, row.created_at)  # fmt: skip
+
+    @property
+    def message_id(self) -> str:
+        """A stable id for this completion, so downstream consumers can de-duplicate."""
+        return f"{self.source}:{self.job_id}:{self.state}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The completion document: what the file handler writes and the http handler posts."""
+        return {
+            "id": self.message_id,
+            "source": self.source,
+            "job_id": self.job_id,
+            "state": self.state,
+            "provider_status": self.provider_status,
+            "metadata": self.metadata,
+            "result": (
+                {"sha256": self.result.sha256, "bytes": self.result.bytes} if self.result else None
+            ),
+            "error": self.error,
+        }
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), separators=(",", ":"), sort_keys=True).encode()
+
+    async def iter_result(self, chunk_size: int = CHUNK) -> AsyncIterator[bytes]:
+        """Stream the result file in chunks; nothing when there is no result."""
+        if self.result is None:
+            return
+        async with await anyio.open_file(self.result.path, "rb") as fh:
+            while chunk := await fh.read(chunk_size):
+                yield chunk
+
+    async def read_result(self) -> bytes | None:
+        """The whole result in memory: only for results known to be small."""
+        if self.result is None:
+            return None
+        return await anyio.Path(self.result.path).read_bytes()

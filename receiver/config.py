@@ -1,0 +1,276 @@
+"""Settings: TOML (``--config`` / ``JOBHOOK_CONFIG``) plus ``JOBHOOK_*`` overrides, validated once.
+
+Every secret may be a literal, ``env:NAME`` or ``file:PATH``. Errors name the key and the
+problem and never the secret's value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from receiver.errors import ConfigError
+from receiver.models import State
+from receiver.providers import PROVIDERS
+from receiver.secret import Secret, resolve_secret
+
+ENV_PREFIX = "JOBHOOK_"
+DEFAULT_CONFIG = Path("jobhook.toml")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def _to_secret(value: object, info: ValidationInfo) -> Secret:
+    if isinstance(value, Secret):
+        return value
+    if not isinstance(value, str):
+        raise ValueError("must be a string: a literal, 'env:NAME' or 'file:PATH'")
+    env = info.context.get("env") if isinstance(info.context, dict) else None
+    return Secret(resolve_secret(value, env))
+
+
+SecretValue = Annotated[Secret, BeforeValidator(_to_secret)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    max_body_bytes: int = Field(1_048_576, gt=0)
+    admin_token: SecretValue | None = None
+    shutdown_grace_seconds: float = Field(10.0, ge=0)
+
+
+class StoreSettings(_Section):
+    url: str = ""
+
+    @field_validator("url")
+    @classmethod
+    def _known_scheme(cls, url: str) -> str:
+        if url and not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise ValueError("must start with sqlite:/// or postgresql://")
+        return url
+
+
+class ResultsSettings(_Section):
+    dir: Path = Path()
+    max_bytes: int = Field(2 * 1024**3, gt=0)
+    allowed_hosts: tuple[str, ...] = ()
+    allow_http: bool = False
+    allow_private_networks: bool = False
+    connect_timeout: float = Field(10.0, gt=0)
+    read_timeout: float = Field(60.0, gt=0)
+    max_attempts: int = Field(5, ge=1)
+
+
+class PollSettings(_Section):
+    enabled: bool = True
+    grace_seconds: float = Field(120.0, ge=0)
+    initial_delay: float = Field(2.0, gt=0)
+    max_delay: float = Field(60.0, gt=0)
+    requests_per_minute: float = Field(60.0, gt=0)
+    give_up_after_hours: float = Field(30.0, gt=0)
+
+
+class SourceSettings(_Section):
+    provider: str
+    secrets: tuple[SecretValue, ...]
+    api_base_url: str | None = None
+    api_key: SecretValue | None = None
+    poll: PollSettings = PollSettings()
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, provider: str) -> str:
+        if provider not in PROVIDERS:
+            raise ValueError(
+                f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}"
+            )
+        return provider
+
+    @field_validator("secrets")
+    @classmethod
+    def _valid_secrets(cls, secrets: tuple[Secret, ...]) -> tuple[Secret, ...]:
+        if not secrets:
+            raise ValueError("a signed source needs at least one secret")
+        for index, secret in enumerate(secrets):
+            check_svix_secret(secret.reveal(), index)
+        return secrets
+
+
+class HandlerSettings(_Section):
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    name: str
+    type: str
+    sources: tuple[str, ...] | None = None
+    states: tuple[State, ...] | None = None
+    max_attempts: int = Field(8, ge=1)
+    backoff_initial: float = Field(1.0, gt=0)
+    backoff_max: float = Field(300.0, gt=0)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Handler-specific keys (``dir``, ``url``, ...), passed to the handler's factory."""
+        return dict(self.model_extra or {})
+
+    def matches(self, source: str, state: State) -> bool:
+        return (self.sources is None or source in self.sources) and (
+            self.states is None or state in self.states
+        )
+
+
+class DispatchSettings(_Section):
+    concurrency: int = Field(8, ge=1)
+    lease_seconds: float = Field(60.0, gt=0)
+
+
+class LogSettings(_Section):
+    level: str = "info"
+    format: str = Field("auto", pattern="^(auto|json|console)$")
+
+
+class Settings(_Section):
+    """The whole configuration, read once at startup."""
+
+    data_dir: Path = Path("data")
+    server: ServerSettings = ServerSettings()
+    store: StoreSettings = StoreSettings()
+    results: ResultsSettings = ResultsSettings()
+    dispatch: DispatchSettings = DispatchSettings()
+    log: LogSettings = LogSettings()
+    sources: dict[str, SourceSettings] = {}
+    handlers: tuple[HandlerSettings, ...] = ()
+
+    @model_validator(mode="after")
+    def _derive_and_check(self) -> Settings:
+        for name in self.sources:
+            if not _NAME.match(name):
+                raise ValueError(f"source name {name!r} must match {_NAME.pattern}")
+        seen: set[str] = set()
+        for handler in self.handlers:
+            if handler.name in seen:
+                raise ValueError(f"handler name {handler.name!r} is used twice")
+            seen.add(handler.name)
+            for source in handler.sources or ():
+                if source not in self.sources:
+                    raise ValueError(f"handler {handler.name!r} names unknown source {source!r}")
+        # Paths left empty follow data_dir; frozen models are changed once, here.
+        if not self.store.url:
+            url = f"sqlite:///{self.data_dir / 'jobhook.db'}"
+            object.__setattr__(self, "store", self.store.model_copy(update={"url": url}))
+        if self.results.dir == Path():
+            results = self.results.model_copy(update={"dir": self.data_dir / "results"})
+            object.__setattr__(self, "results", results)
+        return self
+
+
+def check_svix_secret(value: str, index: int = 0) -> None:
+    """A Svix / Standard Webhooks secret: ``whsec_`` + base64 of at least 16 bytes."""
+    raw = value.removeprefix("whsec_")
+    try:
+        decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"secret #{index} is not a whsec_ base64 secret") from None
+    if len(decoded) < 16:
+        raise ValueError(f"secret #{index} is too short ({len(decoded)} bytes, need 16)")
+
+
+def load_settings(path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read, merge and validate the configuration; ConfigError names every bad key."""
+    env = dict(os.environ) if environ is None else environ
+    if path is None and env.get("JOBHOOK_CONFIG"):
+        path = Path(env["JOBHOOK_CONFIG"])
+    if path is None and DEFAULT_CONFIG.is_file():
+        path = DEFAULT_CONFIG
+    data: dict[str, Any] = _read_toml(path) if path is not None else _zero_config(env)
+    _apply_env_overrides(data, env)
+    try:
+        return Settings.model_validate(data, context={"env": env})
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _zero_config(env: dict[str, str]) -> dict[str, Any]:
+    """No file: one Reducto source when REDUCTO_WEBHOOK_SECRET is set, else no source at all."""
+    data: dict[str, Any] = {
+        "handlers": [{"name": "files", "type": "file", "dir": "data/out"}],
+    }
+    if env.get("REDUCTO_WEBHOOK_SECRET"):
+        source: dict[str, Any] = {
+            "provider": "reducto",
+            "secrets": ["env:REDUCTO_WEBHOOK_SECRET"],
+        }
+        if env.get("REDUCTO_API_KEY"):
+            source["api_key"] = "env:REDUCTO_API_KEY"
+            source["api_base_url"] = env.get("REDUCTO_API_BASE_URL", "https://platform.reducto.ai")
+        data["sources"] = {"reducto": source}
+    return data
+
+
+def _apply_env_overrides(data: dict[str, Any], env: dict[str, str]) -> None:
+    """``JOBHOOK_SERVER__PORT=9000`` sets ``server.port``; JSON values for lists and tables."""
+    top = set(Settings.model_fields)
+    for key in sorted(env):
+        if not key.startswith(ENV_PREFIX):
+            continue
+        path = key[len(ENV_PREFIX) :].lower().split("__")
+        if path[0] not in top or (len(path) == 1 and path[0] in {"server", "store", "results"}):
+            continue
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{key}: {'.'.join(path[:-1])} is not a table")
+            node = child
+        node[path[-1]] = _env_value(env[key])
+
+
+def _env_value(raw: str) -> Any:
+    if raw[:1] in "[{":
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _describe(exc: ValidationError, path: Path | None) -> str:
+    where = f"config {path}" if path is not None else "configuration"
+    lines = [f"invalid {where}:"]
+    for error in exc.errors(include_input=False, include_url=False):
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {key}: {message}")
+    return "\n".join(lines)

@@ -1,0 +1,72 @@
+"""The canonical vocabulary every provider is translated into: states, events, completions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+Via = Literal["webhook", "poll", "track", "list"]
+
+
+class State(StrEnum):
+    """Canonical job states; the provider's own word is always kept beside them."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (State.QUEUED, State.RUNNING)
+
+    @property
+    def rank(self) -> int:
+        """Order used to keep state forward-only: queued < running < any terminal state."""
+        if self is State.QUEUED:
+            return 0
+        if self is State.RUNNING:
+            return 1
+        return 2
+
+
+TERMINAL_STATES = frozenset(s for s in State if s.terminal)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Pages processed out of the total, when the provider reports them."""
+
+    done: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One piece of news about a job, from a webhook, a poll or a registration."""
+
+    source: str
+    job_id: str
+    state: State
+    provider_status: str
+    via: Via
+    message_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    progress: Progress | None = None
+    expected_pages: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What the store did with an event: ``duplicate`` when its message id was seen before."""
+
+    status: Literal["accepted", "duplicate"]
+    job_id: str
+    state: State
+    completed: bool = False
+    requeued: int = 0

@@ -1,0 +1,33 @@
+"""Run the service under uvicorn, with settings read once and logging configured first."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import TYPE_CHECKING
+
+import uvicorn
+
+from receiver.app import create_app
+from receiver.config import load_settings
+from receiver.log import configure_logging
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def run(config_path: Path | None, *, host: str | None = None, port: int | None = None) -> None:
+    """Load settings, build the app and serve it until SIGINT/SIGTERM."""
+    settings = load_settings(config_path)
+    configure_logging(settings.log.level, settings.log.format)
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=host or settings.server.host,
+        port=settings.server.port if port is None else port,
+        loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        log_config=None,
+        access_log=False,
+        timeout_graceful_shutdown=int(settings.server.shutdown_grace_seconds) or None,
+        server_header=False,
+    )

@@ -1,0 +1,30 @@
+"""Stores: SQLite (embedded default) and PostgreSQL (several replicas), chosen by ``store.url``."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from receiver.errors import ConfigError
+from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
+
+__all__ = ["CompletionRow", "DispatchRow", "JobRow", "Resolution", "Store", "open_store"]
+
+
+def open_store(url: str) -> Store:
+    """Build (not yet open) the store that ``url`` names."""
+    if url.startswith("sqlite:///"):
+        from receiver.store.sqlite import SQLiteStore
+
+        return SQLiteStore(Path(url.removeprefix("sqlite:///")))
+    if url.startswith(("postgresql://", "postgres://")):
+        try:
+            module = importlib.import_module("receiver.store.postgres")
+        except ImportError as exc:
+            raise ConfigError(
+                "store.url is PostgreSQL but the 'postgres' extra is not installed "
+                "(uv sync --extra postgres)"
+            ) from exc
+        store: Store = module.PostgresStore(url)
+        return store
+    raise ConfigError("store.url must start with sqlite:/// or postgresql://")

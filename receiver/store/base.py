@@ -1,0 +1,166 @@
+"""The store contract every backend (SQLite, PostgreSQL) fulfils, and the rows it returns."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from receiver.models import Event, IngestResult, State
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    source: str
+    job_id: str
+    state: str
+    provider_status: str
+    metadata: dict[str, Any]
+    created_at: float
+    updated_at: float
+    last_news_at: float
+    terminal_at: float | None
+    progress_done: int | None
+    progress_total: int | None
+    expected_pages: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRow:
+    id: int
+    source: str
+    job_id: str
+    state: str
+    provider_status: str
+    metadata: dict[str, Any]
+    error: str | None
+    created_at: float
+    phase: str
+    result_path: str | None
+    result_sha256: str | None
+    result_bytes: int | None
+    attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRow:
+    id: int
+    completion_id: int
+    handler: str
+    state: str
+    attempts: int
+    next_attempt_at: float
+    last_error: str | None
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """How a completion's result was resolved: a file under results.dir, or an error."""
+
+    result_path: str | None = None
+    result_sha256: str | None = None
+    result_bytes: int | None = None
+    error: str | None = None
+    state: State | None = None
+    provider_status: str | None = None
+
+
+class Store(abc.ABC):
+    """Durable state: jobs, webhook deliveries, completions and handler dispatches.
+
+    Every method raises StoreUnavailableError when the backend cannot read or commit.
+    """
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Connect and apply pending migrations."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Finish queued writes and disconnect."""
+
+    @abc.abstractmethod
+    async def ping(self) -> None:
+        """Raise StoreUnavailableError unless the store answers a trivial query."""
+
+    @abc.abstractmethod
+    async def ingest(self, event: Event, handlers: Sequence[str]) -> IngestResult:
+        """Record an event in one transaction.
+
+        The delivery (unique per source and message id), the job's state (forward-only) and,
+        when the job newly becomes terminal, its completion plus one dispatch per handler
+        named in ``handlers``. A seen message id is a duplicate and changes nothing, except
+        that dead dispatches of the job's completion are queued again (a resend is a replay).
+        """
+
+    @abc.abstractmethod
+    async def get_job(self, source: str, job_id: str) -> JobRow | None:
+        """One job, or None."""
+
+    @abc.abstractmethod
+    async def claim_completions(
+        self, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> list[CompletionRow]:
+        """Lease completions whose result still has to be resolved."""
+
+    @abc.abstractmethod
+    async def resolve_completion(
+        self, completion_id: int, owner: str, resolution: Resolution
+    ) -> None:
+        """Store a completion's result and make its dispatches claimable."""
+
+    @abc.abstractmethod
+    async def retry_completion(
+        self, completion_id: int, owner: str, error: str, next_attempt_at: float
+    ) -> None:
+        """Give a leased completion back, to resolve again at ``next_attempt_at``."""
+
+    @abc.abstractmethod
+    async def claim_dispatches(
+        self, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> list[tuple[DispatchRow, CompletionRow]]:
+        """Lease due dispatches of resolved completions (and ones whose lease expired)."""
+
+    @abc.abstractmethod
+    async def finish_dispatch(
+        self,
+        dispatch_id: int,
+        owner: str,
+        *,
+        error: str | None,
+        next_attempt_at: float | None,
+    ) -> None:
+        """Record an attempt: success (no error), a retry at ``next_attempt_at``, or dead."""
+
+    @abc.abstractmethod
+    async def release(self, owner: str) -> int:
+        """Give back every lease ``owner`` holds, so another worker can take the work now."""
+
+    @abc.abstractmethod
+    async def next_due(self) -> float | None:
+        """When the earliest pending completion or dispatch falls due, or None if none is."""
+
+    @abc.abstractmethod
+    async def replay(
+        self,
+        *,
+        source: str | None = None,
+        job_id: str | None = None,
+        handler: str | None = None,
+        since: float | None = None,
+        include_succeeded: bool = False,
+    ) -> int:
+        """Queue dead (or, with include_succeeded, also finished) dispatches again."""
+
+    @abc.abstractmethod
+    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
+        """Every dispatch of a job's completion."""
+
+    @abc.abstractmethod
+    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
+        """A job's completion, or None while it is not terminal."""

@@ -1,0 +1,76 @@
+"""Versioned schema migrations, applied in order at startup; never edit a released one."""
+
+from __future__ import annotations
+
+SQLITE_MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE jobs (
+        source          TEXT NOT NULL,
+        job_id          TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        provider_status TEXT NOT NULL,
+        metadata        TEXT NOT NULL DEFAULT '{}',
+        error           TEXT,
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL,
+        last_news_at    REAL NOT NULL,
+        terminal_at     REAL,
+        progress_done   INTEGER,
+        progress_total  INTEGER,
+        expected_pages  INTEGER,
+        PRIMARY KEY (source, job_id)
+    );
+    CREATE INDEX jobs_created ON jobs (created_at);
+    CREATE INDEX jobs_open ON jobs (last_news_at) WHERE terminal_at IS NULL;
+
+    CREATE TABLE deliveries (
+        source          TEXT NOT NULL,
+        message_id      TEXT NOT NULL,
+        job_id          TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        provider_status TEXT NOT NULL,
+        received_at     REAL NOT NULL,
+        PRIMARY KEY (source, message_id)
+    );
+    CREATE INDEX deliveries_job ON deliveries (source, job_id);
+
+    CREATE TABLE completions (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        source          TEXT NOT NULL,
+        job_id          TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        provider_status TEXT NOT NULL,
+        metadata        TEXT NOT NULL DEFAULT '{}',
+        error           TEXT,
+        created_at      REAL NOT NULL,
+        phase           TEXT NOT NULL DEFAULT 'resolving',
+        result_path     TEXT,
+        result_sha256   TEXT,
+        result_bytes    INTEGER,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_error      TEXT,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        resolved_at     REAL,
+        UNIQUE (source, job_id)
+    );
+    CREATE INDEX completions_due ON completions (next_attempt_at) WHERE phase = 'resolving';
+
+    CREATE TABLE dispatches (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        completion_id   INTEGER NOT NULL REFERENCES completions (id) ON DELETE CASCADE,
+        handler         TEXT NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'pending',
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_error      TEXT,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        updated_at      REAL NOT NULL,
+        finished_at     REAL,
+        UNIQUE (completion_id, handler)
+    );
+    CREATE INDEX dispatches_due ON dispatches (state, next_attempt_at);
+    """,
+)

@@ -1,0 +1,282 @@
+"""The embedded store: one SQLite file in WAL mode, written by a single group-committing writer.
+
+Every write is an operation queued to one writer task, which runs whatever has queued up in one
+transaction and one fsync (group commit), so many concurrent webhooks share a commit. Reads use
+a second connection and never wait for the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import aiosqlite
+import structlog
+
+from receiver.errors import JobhookError, StoreUnavailableError
+from receiver.models import IngestResult, State
+from receiver.store import sql
+from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
+from receiver.store.schema import SQLITE_MIGRATIONS
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+    from pathlib import Path
+
+    from receiver.models import Event
+
+T = TypeVar("T")
+log = structlog.get_logger(__name__)
+
+
+@dataclass(slots=True)
+class _Write:
+    fn: Callable[[aiosqlite.Connection], Awaitable[Any]]
+    future: asyncio.Future[Any] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+class SQLiteStore(Store):
+    """SQLite through aiosqlite: the default, for one process."""
+
+    def __init__(self, path: Path, *, batch_max: int = 512) -> None:
+        self.path = path
+        self._batch_max = batch_max
+        self._db: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+    async def open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = await aiosqlite.connect(self.path, isolation_level=None)
+            for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON",
+                           "busy_timeout=5000"):  # fmt: skip
+                await self._db.execute(f"PRAGMA {pragma}")
+            await self._migrate(self._db)
+            self._reader = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._reader.execute("PRAGMA busy_timeout=5000")
+            await self._reader.execute("PRAGMA query_only=ON")
+        except (sqlite3.Error, OSError) as exc:
+            await self.close()
+            raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        self._writer = asyncio.create_task(self._run_writer(), name="sqlite-writer")
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._queue.put_nowait(None)
+            await self._writer
+            self._writer = None
+        for conn in (self._reader, self._db):
+            if conn is not None:
+                with contextlib.suppress(sqlite3.Error, ValueError):
+                    await conn.close()
+        self._db = self._reader = None
+
+    async def _migrate(self, db: aiosqlite.Connection) -> None:
+        (version,) = await _one(db, "PRAGMA user_version")
+        for number, script in enumerate(SQLITE_MIGRATIONS[version:], start=version + 1):
+            await db.executescript(
+                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={number};\nCOMMIT;"
+            )
+            log.info("store_migrated", version=number)
+
+    async def _write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
+        if self._writer is None or self._writer.done():
+            raise StoreUnavailableError("the store is not open")
+        op = _Write(fn)
+        self._queue.put_nowait(op)
+        result: T = await asyncio.shield(op.future)
+        return result
+
+    async def _run_writer(self) -> None:
+        stopping = False
+        while not stopping:
+            first = await self._queue.get()
+            if first is None:
+                break
+            batch = [first]
+            while len(batch) < self._batch_max and not self._queue.empty():
+                item = self._queue.get_nowait()
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+            await self._commit(batch)
+
+    async def _commit(self, batch: list[_Write]) -> None:
+        assert self._db is not None
+        db = self._db
+        results: list[Any] = []
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            for op in batch:
+                results.append(await op.fn(db))
+            await db.execute("COMMIT")
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                await db.execute("ROLLBACK")
+            if len(batch) > 1:
+                # One bad operation must not fail its neighbours: retry each on its own.
+                for op in batch:
+                    await self._commit([op])
+                return
+            error = (
+                exc
+                if isinstance(exc, JobhookError)
+                else StoreUnavailableError(f"SQLite write failed: {exc}")
+            )
+            if not isinstance(exc, JobhookError):
+                log.error("store_write_failed", error=str(exc))
+            if not batch[0].future.done():
+                batch[0].future.set_exception(error)
+            return
+        for op, result in zip(batch, results, strict=True):
+            if not op.future.done():
+                op.future.set_result(result)
+
+    async def _read(self, query: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        if self._reader is None:
+            raise StoreUnavailableError("the store is not open")
+        try:
+            return list(await self._reader.execute_fetchall(query, params))
+        except (sqlite3.Error, ValueError) as exc:
+            raise StoreUnavailableError(f"SQLite read failed: {exc}") from exc
+
+    async def ping(self) -> None:
+        await self._read("SELECT 1")
+        if self._writer is None or self._writer.done():
+            raise StoreUnavailableError("the store writer is not running")
+
+    async def ingest(self, event: Event, handlers: Sequence[str]) -> IngestResult:
+        return await self._write(lambda db: _ingest(db, event, handlers, sql.now()))
+
+    async def get_job(self, source: str, job_id: str) -> JobRow | None:
+        rows = await self._read(sql.SELECT_JOB, (source, job_id))
+        return sql.job_row(rows[0]) if rows else None
+
+    async def claim_completions(
+        self, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> list[CompletionRow]:
+        async def op(db: aiosqlite.Connection) -> list[CompletionRow]:
+            rows = await db.execute_fetchall(
+                sql.CLAIM_COMPLETIONS, (owner, now + lease_seconds, now, now, limit)
+            )
+            return [sql.completion_row(r) for r in rows]
+
+        return await self._write(op)
+
+    async def resolve_completion(
+        self, completion_id: int, owner: str, resolution: Resolution
+    ) -> None:
+        params = sql.resolution_params(completion_id, owner, resolution)
+        await self._write(lambda db: db.execute(sql.RESOLVE_COMPLETION, params))
+
+    async def retry_completion(
+        self, completion_id: int, owner: str, error: str, next_attempt_at: float
+    ) -> None:
+        params = (error, next_attempt_at, completion_id, owner)
+        await self._write(lambda db: db.execute(sql.RETRY_COMPLETION, params))
+
+    async def claim_dispatches(
+        self, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> list[tuple[DispatchRow, CompletionRow]]:
+        async def op(db: aiosqlite.Connection) -> list[tuple[DispatchRow, CompletionRow]]:
+            rows = await db.execute_fetchall(
+                sql.CLAIM_DISPATCHES, (owner, now + lease_seconds, now, now, now, limit)
+            )
+            claimed = [sql.dispatch_row(r) for r in rows]
+            if not claimed:
+                return []
+            ids = sorted({d.completion_id for d in claimed})
+            marks = ",".join("?" * len(ids))
+            comps = await db.execute_fetchall(f"{sql.SELECT_COMPLETION} WHERE id IN ({marks})", ids)
+            by_id = {c.id: c for c in map(sql.completion_row, comps)}
+            return [(d, by_id[d.completion_id]) for d in claimed]
+
+        return await self._write(op)
+
+    async def finish_dispatch(
+        self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
+    ) -> None:
+        params = sql.finish_params(dispatch_id, owner, error, next_attempt_at)
+        await self._write(lambda db: db.execute(sql.FINISH_DISPATCH, params))
+
+    async def release(self, owner: str) -> int:
+        async def op(db: aiosqlite.Connection) -> int:
+            a = await db.execute(sql.RELEASE_DISPATCHES, (owner,))
+            b = await db.execute(sql.RELEASE_COMPLETIONS, (owner,))
+            return a.rowcount + b.rowcount
+
+        return await self._write(op)
+
+    async def next_due(self) -> float | None:
+        rows = await self._read(sql.NEXT_DUE)
+        return rows[0][0] if rows and rows[0][0] is not None else None
+
+    async def replay(
+        self,
+        *,
+        source: str | None = None,
+        job_id: str | None = None,
+        handler: str | None = None,
+        since: float | None = None,
+        include_succeeded: bool = False,
+    ) -> int:
+        query, params = sql.replay_query(source, job_id, handler, since, include_succeeded)
+
+        async def op(db: aiosqlite.Connection) -> int:
+            cursor = await db.execute(query, params)
+            return cursor.rowcount
+
+        return await self._write(op)
+
+    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
+        rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
+        return [sql.dispatch_row(r) for r in rows]
+
+    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
+        rows = await self._read(
+            f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
+        )
+        return sql.completion_row(rows[0]) if rows else None
+
+
+async def _one(db: aiosqlite.Connection, query: str, params: Sequence[Any] = ()) -> Any:
+    rows = list(await db.execute_fetchall(query, params))
+    return rows[0]
+
+
+async def _ingest(
+    db: aiosqlite.Connection, event: Event, handlers: Sequence[str], now: float
+) -> IngestResult:
+    if event.message_id is not None:
+        inserted = await db.execute_fetchall(sql.INSERT_DELIVERY, sql.delivery_params(event, now))
+        if not inserted:
+            cursor = await db.execute(
+                sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id)
+            )
+            (state,) = await _one(db, "SELECT state FROM jobs WHERE source = ? AND job_id = ?",
+                                  (event.source, event.job_id))  # fmt: skip
+            return IngestResult("duplicate", event.job_id, State(state), requeued=cursor.rowcount)
+    ((state,),) = await db.execute_fetchall(sql.UPSERT_JOB, sql.job_params(event, now))
+    completed = False
+    if event.state.terminal and state == event.state:
+        created = await db.execute_fetchall(
+            sql.INSERT_COMPLETION, sql.completion_params(event, now)
+        )
+        if created:
+            completed = True
+            completion_id = next(iter(created))[0]
+            await db.executemany(
+                sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers]
+            )
+    return IngestResult("accepted", event.job_id, State(state), completed=completed)

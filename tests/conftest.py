@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from receiver.config import Settings, load_settings
+from tests.support import SECRET
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """One Reducto source signed with SECRET, a SQLite store and a file handler in tmp_path."""
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f"""
+data_dir = "{tmp_path / "data"}"
+[sources.reducto]
+provider = "reducto"
+secrets = ["{SECRET}"]
+
+[[handlers]]
+name = "files"
+type = "file"
+dir = "{tmp_path / "out"}"
+""",
+        encoding="utf-8",
+    )
+    return load_settings(config, environ={})
