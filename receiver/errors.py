@@ -12,7 +12,8 @@
           ├── StoreUnavailableError  the store could not commit
           ├── ProviderError          the provider's job API failed or refused
           └── FetchError             a result could not be downloaded
-               └── UnsafeURLError    a result URL is not allowed: never retried
+               ├── UnsafeURLError    a result URL is not allowed: never retried
+               └── ResultTooLargeError  the result exceeds ``results.max_bytes``: never retried
 
 Third-party errors are translated once, where they enter (``raise ... from exc``).
 """
@@ -84,6 +85,9 @@ class ProviderError(RetryableError):
 class FetchError(RetryableError):
     """A result download failed; ``expired`` says the URL must be refreshed first."""
 
+    permanent = False
+    """True when retrying the same URL cannot help (unsafe URL, result too large)."""
+
     def __init__(
         self, message: str, *, retry_after: float | None = None, expired: bool = False
     ) -> None:
@@ -93,3 +97,11 @@ class FetchError(RetryableError):
 
 class UnsafeURLError(FetchError):
     """A result URL points to a host or address that is not allowed; it is never requested."""
+
+    permanent = True
+
+
+class ResultTooLargeError(FetchError):
+    """The result is larger than ``results.max_bytes``; the download is abandoned for good."""
+
+    permanent = True
