@@ -11,6 +11,16 @@ import structlog
 _SENSITIVE = ("secret", "token", "password", "api_key", "authorization", "signature")
 
 
+class _Stderr:
+    """Writes to whatever ``sys.stderr`` is now, so replaced or captured streams keep working."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     for key in event_dict:
         if any(word in key.lower() for word in _SENSITIVE):
@@ -34,10 +44,10 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(_Stderr())
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processor=renderer)
     )
@@ -45,4 +55,5 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     root.handlers[:] = [handler]
     root.setLevel(numeric)
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for noisy in ("httpx", "httpcore", "aiosqlite", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))

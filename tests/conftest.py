@@ -1,13 +1,17 @@
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import pytest
+import structlog
 
 from receiver.config import Settings, load_settings
+from receiver.log import configure_logging
 from tests.support import SECRET
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
 
@@ -30,3 +34,12 @@ dir = "{tmp_path / "out"}"
         encoding="utf-8",
     )
     return load_settings(config, environ={})
+
+
+@pytest.fixture
+def json_logs() -> Iterator[None]:
+    """JSON logging for one test, then back to pytest's defaults."""
+    configure_logging("debug", "json")
+    yield
+    logging.getLogger().handlers.clear()
+    structlog.reset_defaults()

@@ -64,15 +64,16 @@ async def live_server(app: ASGIApp, port: int | None = None) -> AsyncIterator[st
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
+        deadline = time.monotonic() + 15
         while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("server stopped before it started")
+            if task.done() or time.monotonic() > deadline:
+                raise RuntimeError("the server did not start (see the log above)")
             await asyncio.sleep(0.01)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, timeout=15)
+        with contextlib.suppress(SystemExit):
+            await asyncio.wait_for(task, timeout=15)
 
 
 def write_config(path: Path, text: str) -> Path:

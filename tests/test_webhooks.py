@@ -1,0 +1,226 @@
+"""``POST /webhooks/{source}`` through a real uvicorn server and a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import TYPE_CHECKING
+
+import httpx
+import pytest
+
+from receiver.app import create_app
+from tests.support import OLD_SECRET, SECRET, live_server, reducto_body, signed_headers
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from receiver.config import Settings
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with live_server(create_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+        yield c
+
+
+def _db(settings: Settings) -> sqlite3.Connection:
+    return sqlite3.connect(settings.store.url.removeprefix("sqlite:///"))
+
+
+def _count(settings: Settings, table: str) -> int:
+    with _db(settings) as db:
+        (n,) = db.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(n)
+
+
+async def test_signed_webhook_is_accepted_then_duplicate(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    body = reducto_body("job-1")
+    first = await client.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+    again = await client.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+    assert first.status_code == 200
+    assert first.json() == {"status": "accepted", "job_id": "job-1", "state": "succeeded"}
+    assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    assert _count(settings, "deliveries") == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "status", "reason"),
+    [
+        (lambda h: h.pop("svix-signature"), 400, "missing_headers"),
+        (lambda h: h.update({"svix-signature": "garbage"}), 400, "malformed_signature"),
+        (lambda h: h.update({"svix-signature": "v1,@@@"}), 400, "malformed_signature"),
+        (lambda h: h.update({"svix-timestamp": "1600000000"}), 401, "stale_timestamp"),
+        (lambda h: h.update({"svix-id": "msg_other"}), 401, "bad_signature"),
+    ],
+    ids=["missing", "garbage", "bad-base64", "stale", "tampered-id"],
+)
+async def test_verification_failures_are_4xx_and_store_nothing(
+    client: httpx.AsyncClient, settings: Settings, mutate: object, status: int, reason: str
+) -> None:
+    body = reducto_body("job-x")
+    headers = signed_headers(body)
+    mutate(headers)  # type: ignore[operator]
+    response = await client.post("/webhooks/reducto", content=body, headers=headers)
+    assert (response.status_code, response.json()["error"]) == (status, reason)
+    assert _count(settings, "deliveries") == 0
+    assert _count(settings, "jobs") == 0
+
+
+async def test_tampered_body_is_401(client: httpx.AsyncClient, settings: Settings) -> None:
+    headers = signed_headers(reducto_body("job-1"))
+    response = await client.post(
+        "/webhooks/reducto", content=reducto_body("job-2"), headers=headers
+    )
+    assert (response.status_code, response.json()["error"]) == (401, "bad_signature")
+    assert _count(settings, "jobs") == 0
+
+
+async def test_non_utf8_body_is_400(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/webhooks/reducto", content=b"\xff\xfe", headers=signed_headers("x")
+    )
+    assert (response.status_code, response.json()["error"]) == (400, "body_not_utf8")
+
+
+async def test_invalid_json_with_valid_signature_is_400(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    body = b"{not json"
+    response = await client.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_json")
+    assert _count(settings, "deliveries") == 0
+
+
+async def test_verified_body_without_job_id_is_400(client: httpx.AsyncClient) -> None:
+    body = b'{"status": "Completed"}'
+    response = await client.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_payload")
+
+
+async def test_unknown_source_is_404(client: httpx.AsyncClient) -> None:
+    body = reducto_body()
+    response = await client.post("/webhooks/nope", content=body, headers=signed_headers(body))
+    assert (response.status_code, response.json()["error"]) == (404, "unknown_source")
+
+
+async def test_declared_oversized_body_is_413_before_reading(client: httpx.AsyncClient) -> None:
+    body = b"x" * 2_000_000
+    response = await client.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+    assert (response.status_code, response.json()["error"]) == (413, "body_too_large")
+
+
+async def test_streamed_oversized_body_without_length_is_413(client: httpx.AsyncClient) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(40):
+            yield b"x" * 65536
+
+    response = await client.post("/webhooks/reducto", content=chunks(), headers=signed_headers("x"))
+    assert (response.status_code, response.json()["error"]) == (413, "body_too_large")
+
+
+async def test_webhook_header_family_is_accepted(client: httpx.AsyncClient) -> None:
+    body = reducto_body("job-w")
+    response = await client.post(
+        "/webhooks/reducto", content=body, headers=signed_headers(body, family="webhook")
+    )
+    assert response.json()["status"] == "accepted"
+
+
+async def test_fifty_concurrent_deliveries_of_one_message_accept_exactly_once(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    body = reducto_body("job-storm")
+    responses = await asyncio.gather(
+        *(
+            client.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+            for _ in range(50)
+        )
+    )
+    statuses = sorted(r.json()["status"] for r in responses)
+    assert statuses.count("accepted") == 1
+    assert statuses.count("duplicate") == 49
+    assert _count(settings, "completions") == 1
+
+
+async def test_two_message_ids_for_one_completion_record_one_completion(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    body = reducto_body("job-twice")
+    for msg_id in ("msg_a", "msg_b"):
+        response = await client.post(
+            "/webhooks/reducto", content=body, headers=signed_headers(body, msg_id=msg_id)
+        )
+        assert response.json()["status"] == "accepted"
+    assert _count(settings, "deliveries") == 2
+    assert _count(settings, "completions") == 1
+    assert _count(settings, "dispatches") == 1
+
+
+async def test_state_never_moves_backward(client: httpx.AsyncClient, settings: Settings) -> None:
+    sequence = [("m1", "Pending"), ("m2", "Completed"), ("m3", "InProgress"), ("m4", "Pending")]
+    for msg_id, status in sequence:
+        body = reducto_body("job-fwd", status=status)
+        await client.post(
+            "/webhooks/reducto", content=body, headers=signed_headers(body, msg_id=msg_id)
+        )
+    with _db(settings) as db:
+        row = db.execute("SELECT state, provider_status FROM jobs WHERE job_id = 'job-fwd'")
+        assert row.fetchone() == ("succeeded", "Completed")
+
+
+async def test_secret_rotation_accepts_old_and_new(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from receiver.config import load_settings
+
+    base = Path(str(tmp_path))
+    config = base / "c.toml"
+    config.write_text(
+        f'data_dir = "{base}"\n[sources.reducto]\nprovider = "reducto"\n'
+        f'secrets = ["{SECRET}", "env:OLD"]\n'
+    )
+    settings = load_settings(config, environ={"OLD": OLD_SECRET})
+    async with live_server(create_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+        for n, secret in enumerate((SECRET, OLD_SECRET)):
+            body = reducto_body(f"job-{n}")
+            headers = signed_headers(body, secret=secret, msg_id=f"m{n}")
+            assert (
+                await c.post("/webhooks/reducto", content=body, headers=headers)
+            ).status_code == 200
+
+
+async def test_restart_keeps_dedupe_state(settings: Settings) -> None:
+    body = reducto_body("job-r")
+    for expected in ("accepted", "duplicate"):
+        async with live_server(create_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+            response = await c.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+            assert response.json()["status"] == expected
+
+
+async def test_store_that_cannot_commit_answers_503_and_acknowledges_nothing(
+    settings: Settings,
+) -> None:
+    async with live_server(create_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+        assert (await c.get("/readyz")).status_code == 200
+        blocker = sqlite3.connect(settings.store.url.removeprefix("sqlite:///"), timeout=0)
+        blocker.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+        try:
+            body = reducto_body("job-503")
+            response = await c.post(
+                "/webhooks/reducto", content=body, headers=signed_headers(body), timeout=30
+            )
+        finally:
+            blocker.rollback()
+            blocker.close()
+        assert response.status_code == 503
+        assert response.headers["retry-after"]
+        retry = await c.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+        assert retry.json()["status"] == "accepted"
+
+
+async def test_health_endpoints(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).json() == {"status": "ok"}
+    assert (await client.get("/readyz")).json() == {"status": "ready"}
