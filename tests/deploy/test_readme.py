@@ -1,0 +1,58 @@
+"""README's "Container" section documents every setting as the JOBHOOK_* variable that sets it."""
+
+from __future__ import annotations
+
+import re
+import types
+from typing import Any, Union, get_args, get_origin
+
+import pytest
+from pydantic import BaseModel
+
+from receiver.config import HandlerSettings, Settings
+from tests.deploy.dockerfile import REPO
+
+
+def container_section() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^## Container\n(.*?)(?=^## )", text, re.S | re.M)
+    assert match, 'README.md has no "## Container" section followed by another section'
+    return match[1]
+
+
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The settings models inside an annotation (``X``, ``X | None``, ``dict[str, X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if get_origin(annotation) in (Union, types.UnionType, dict):
+        return [model for arg in get_args(annotation) for model in _models(arg)]
+    return []
+
+
+def env_names(model: type[BaseModel] = Settings, prefix: str = "JOBHOOK_") -> list[str]:
+    """The variable for every leaf setting; a table of named entries gets ``<NAME>``."""
+    names: list[str] = []
+    for field, info in model.model_fields.items():
+        name = prefix + field.upper()
+        if get_origin(info.annotation) is tuple and _models(get_args(info.annotation)[0]):
+            names.append(name)  # a list of tables: set as a whole, in JSON
+        elif get_origin(info.annotation) is dict and (inner := _models(info.annotation)):
+            names += env_names(inner[0], f"{name}__<NAME>__")
+        elif inner := _models(info.annotation):
+            names += env_names(inner[0], f"{name}__")
+        else:
+            names.append(name)
+    return names
+
+
+@pytest.mark.parametrize("variable", env_names())
+def test_every_setting_has_a_row_in_the_environment_table(variable: str) -> None:
+    assert f"| `{variable}` |" in container_section()
+
+
+@pytest.mark.parametrize("key", list(HandlerSettings.model_fields))
+def test_every_handler_key_is_named_in_the_environment_table(key: str) -> None:
+    row = next(
+        line for line in container_section().splitlines() if line.startswith("| `JOBHOOK_HANDLERS`")
+    )
+    assert f"`{key}`" in row
