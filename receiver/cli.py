@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from receiver.errors import ConfigError
+from receiver.sim.command import simulate
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -22,6 +23,9 @@ CONFIG_OPTION = click.option(
 @click.version_option(package_name="jobhook")
 def main() -> None:
     """jobhook: verified, durable webhooks for document-processing APIs."""
+
+
+main.add_command(simulate)
 
 
 def _fail(exc: ConfigError) -> None:

@@ -1,0 +1,120 @@
+"""DocExtract: ``GET /v1/documents/{id}``, filtered listing, body-only hex HMAC webhooks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.sim.jobs import Phase
+from receiver.sim.shapes.base import QueryError, Shape, hmac_hex, int_param, iso, parse_iso
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from receiver.sim.jobs import Job, Snapshot
+    from receiver.sim.shapes.base import ErrorKind, ResultLink
+
+EXTRACTOR = "ext_sim"
+_CONFIDENCE = {"invoice_number": 0.98, "total": 0.91}
+
+
+def _float_param(query: Mapping[str, str], name: str) -> float | None:
+    raw = query.get(name)
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise QueryError(f"{name} must be a number") from None
+
+
+def _time_param(query: Mapping[str, str], name: str) -> float | None:
+    raw = query.get(name)
+    return parse_iso(raw, name) if raw else None
+
+
+class DocExtract(Shape):
+    name = "docextract"
+    ratelimit_prefix = "X-RateLimit"
+    default_rpm = 100.0
+    job_route = "/v1/documents/{job_id}"
+    list_route = "/v1/documents"
+    running = (Phase("queued", "queued", 0.0), Phase("processing", "running", 0.15))
+    succeeded = Phase("completed", "succeeded", 1.0)
+    failed = Phase("failed", "failed", 1.0)
+
+    def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
+        status = snap.phase.word
+        created = iso(job.created)
+        if status == "failed":
+            error = {"code": "extraction_failed", "message": "No text layer"}
+            return {"id": job.id, "status": status, "error_details": error, "created_at": created}
+        body: dict[str, Any] = {
+            "id": job.id,
+            "extractor_id": EXTRACTOR,
+            "status": status,
+            "created_at": created,
+        }
+        if status == "processing":
+            body["started_at"] = iso(snap.entered_at)
+        elif status == "completed":
+            total = 1000.0 + 10 * job.pages
+            body.update(
+                org_id="org_sim",
+                document_url=f"https://files.docextract.example/{job.id}.pdf",
+                mime_type="application/pdf",
+                file_size_bytes=16_000 * job.pages,
+                extracted_data={"invoice_number": str(1000 + job.number), "total": total},
+                confidence=dict(_CONFIDENCE),
+                processing_time_ms=round(job.duration * 1000),
+                cost_credits=job.pages,
+                error_details=None,
+                started_at=iso(job.entered_at(1)),
+                completed_at=iso(snap.entered_at),
+            )
+        return body
+
+    def list_body(
+        self, jobs: list[tuple[Job, Snapshot]], query: Mapping[str, str]
+    ) -> dict[str, Any]:
+        limit = int_param(query, "limit", 50, 1, 100)
+        offset = int_param(query, "offset", 0, 0, 10**9)
+        status = query.get("status")
+        words = {"queued", "processing", "completed", "failed"}
+        if status and status not in words:
+            raise QueryError(f"status must be one of {', '.join(sorted(words))}")
+        after = _time_param(query, "created_after")
+        before = _time_param(query, "created_before")
+        min_confidence = _float_param(query, "min_confidence")
+        lowest = min(_CONFIDENCE.values())
+
+        def wanted(job: Job, snap: Snapshot) -> bool:
+            word = snap.phase.word
+            return (
+                (not status or word == status)
+                and (after is None or job.created >= after)
+                and (before is None or job.created < before)
+                and (min_confidence is None or (word == "completed" and lowest >= min_confidence))
+            )
+
+        chosen = [(job, snap) for job, snap in jobs if wanted(job, snap)]
+        page = chosen[offset : offset + limit]
+        items = [
+            {"id": job.id, "status": snap.phase.word, "created_at": iso(job.created)}
+            for job, snap in page
+        ]
+        return {"jobs": items, "total": len(chosen), "limit": limit, "offset": offset}
+
+    def webhook_body(self, job: Job, phase: Phase, at: float, event_id: str) -> dict[str, Any]:
+        event = "job.completed" if phase.word == "completed" else "job.failed"
+        data = {"id": job.id, "extractor_id": EXTRACTOR, "status": phase.word}
+        return {"event": event, "data": data}
+
+    def error_body(
+        self, kind: ErrorKind, message: str, *, retry_after: int | None, request_id: str
+    ) -> dict[str, Any]:
+        return {"error": {"code": kind, "message": message}}
+
+    def native_headers(
+        self, secret: bytes, body: bytes, event_id: str, timestamp: int
+    ) -> dict[str, str]:
+        return {"x-docextract-signature": hmac_hex(secret, body)}

@@ -1,0 +1,110 @@
+"""Knowhere: ``GET /v1/jobs/{id}``, 60 requests/minute, zip results behind expiring URLs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.sim.jobs import Phase
+from receiver.sim.shapes.base import QueryError, Shape, cursor_page, iso
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from receiver.sim.jobs import Job, Snapshot
+    from receiver.sim.shapes.base import ErrorKind, ResultLink
+
+_CODES: dict[ErrorKind, str] = {
+    "unauthorized": "UNAUTHENTICATED",
+    "not_found": "NOT_FOUND",
+    "rate_limited": "RESOURCE_EXHAUSTED",
+    "server_error": "INTERNAL",
+    "bad_request": "INVALID_ARGUMENT",
+}
+
+
+class Knowhere(Shape):
+    name = "knowhere"
+    default_rpm = 60.0
+    results = ("url",)
+    blob_kind = "zip"
+    reports_checksum = True
+    job_route = "/v1/jobs/{job_id}"
+    list_route = "/v1/jobs"
+    running = (
+        Phase("waiting-file", "queued", 0.0),
+        Phase("pending", "queued", 0.05),
+        Phase("converting", "running", 0.1),
+        Phase("running", "running", 0.2),
+    )
+    succeeded = Phase("done", "succeeded", 1.0)
+    failed = Phase("failed", "failed", 1.0)
+
+    def _progress(self, job: Job, snap: Snapshot) -> dict[str, int]:
+        if snap.phase.word == "running":
+            done = int(job.pages * snap.phase_progress)
+        else:
+            done = job.pages if snap.phase.terminal else 0
+        return {"total_pages": job.pages, "processed_pages": done}
+
+    def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
+        status = snap.phase.word
+        if status == "failed":
+            error = {
+                "code": "PARSE_ERROR",
+                "message": "Unsupported file type",
+                "request_id": f"req_{job.number}",
+            }
+            return {"job_id": job.id, "status": status, "error": error}
+        body: dict[str, Any] = {
+            "job_id": job.id,
+            "status": status,
+            "progress": self._progress(job, snap),
+        }
+        if status == "done" and link is not None:
+            body.update(
+                {
+                    "result_url": link.url,
+                    "result_url_expires_at": iso(link.expires),
+                    "result_checksum": {"algorithm": "sha256", "value": link.sha256},
+                    "duration_seconds": round(job.duration),
+                    "credits_spent": job.pages,
+                }
+            )
+        body["created_at"] = iso(job.created)
+        if status == "done":
+            body["completed_at"] = iso(snap.entered_at)
+        return body
+
+    def list_body(
+        self, jobs: list[tuple[Job, Snapshot]], query: Mapping[str, str]
+    ) -> dict[str, Any]:
+        status = query.get("status")
+        words = {p.word for p in (*self.running, self.succeeded, self.failed)}
+        if status and status not in words:
+            raise QueryError(f"status must be one of {', '.join(sorted(words))}")
+        if status:
+            jobs = [(job, snap) for job, snap in jobs if snap.phase.word == status]
+        page, next_cursor = cursor_page(jobs, query, default=50)
+        items = [
+            {"job_id": job.id, "status": snap.phase.word, "created_at": iso(job.created)}
+            for job, snap in page
+        ]
+        return {"jobs": items, "next_cursor": next_cursor}
+
+    def webhook_body(self, job: Job, phase: Phase, at: float, event_id: str) -> dict[str, Any]:
+        if phase.word == "done":
+            return {
+                "event": "job.completed",
+                "job_id": job.id,
+                "status": "completed",
+                "completed_at": iso(at),
+            }
+        return {"event": "job.failed", "job_id": job.id, "status": "failed", "failed_at": iso(at)}
+
+    def error_body(
+        self, kind: ErrorKind, message: str, *, retry_after: int | None, request_id: str
+    ) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": _CODES[kind], "message": message, "request_id": request_id}
+        if retry_after is not None:
+            error["details"] = {"retry_after": retry_after}
+        return {"success": False, "error": error}
