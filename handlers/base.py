@@ -10,6 +10,7 @@ by the service's lifespan. ``type`` is a built-in name, an entry point in the gr
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -52,6 +53,8 @@ def import_from_string(spec: str) -> Any:
         if exc.name != module_name and exc.name is not None:
             raise HandlerLoadError(f"importing {module_name!r} failed: {exc}") from exc
         raise HandlerLoadError(f"module {module_name!r} not found") from exc
+    except Exception as exc:
+        raise HandlerLoadError(f"importing {module_name!r} failed: {_describe(exc)}") from exc
     obj: Any = module
     for attr in attrs.split("."):
         try:
@@ -86,9 +89,17 @@ def load_handler(settings: HandlerSettings) -> Handler:
         raise HandlerLoadError(f"handler {settings.name!r}: {exc}") from exc
     except (TypeError, ValueError) as exc:
         raise HandlerLoadError(f"handler {settings.name!r} ({settings.type}): {exc}") from exc
-    if not isinstance(handler, Handler):
+    except Exception as exc:
+        raise HandlerLoadError(
+            f"handler {settings.name!r} ({settings.type}): {_describe(exc)}"
+        ) from exc
+    if not isinstance(handler, Handler) or not inspect.iscoroutinefunction(handler.handle):
         raise HandlerLoadError(
             f"handler {settings.name!r}: {settings.type} did not produce an object with "
             "'name' and 'async handle(completion)'"
         )
     return handler
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,198 @@
+"""The ``http`` handler: POST the completion document to a URL, optionally signed.
+
+With a ``secret`` (a ``whsec_`` Standard Webhooks secret, literal, ``env:NAME`` or
+``file:PATH``) every request carries ``webhook-id`` (the completion's stable message id, the
+same on every retry), ``webhook-timestamp`` and ``webhook-signature``, signed by svix, so the
+receiver can verify it with any Standard Webhooks library. 2xx is done; anything else raises.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import httpx
+import structlog
+from svix.webhooks import Webhook
+
+from receiver.config import check_svix_secret
+from receiver.errors import RetryableError
+from receiver.secret import Secret, resolve_secret
+
+if TYPE_CHECKING:
+    from receiver.completion import Completion
+
+log = structlog.get_logger("handlers.http")
+
+EXCERPT_BYTES = 512
+USER_AGENT = "jobhook"
+_HEADER_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+class HttpHandler:
+    """POSTs ``completion.to_json()`` to ``url``; a non-2xx answer or a network error raises."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        secret: str | Secret | None = None,
+        timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.url = _check_url(url)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError("'timeout' must be a positive number of seconds")
+        self.timeout = float(timeout)
+        self._webhook = _signer(secret)
+        self._headers = _resolve_headers(headers or {})
+        self._client: httpx.AsyncClient | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"HttpHandler(name={self.name!r}, url={_display(self.url)!r}, "
+            f"signed={self._webhook is not None})"
+        )
+
+    async def start(self) -> None:
+        """Open the handler's one HTTP client."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self.timeout, follow_redirects=False, headers={"user-agent": USER_AGENT}
+            )
+
+    async def close(self) -> None:
+        """Close the HTTP client; a later ``handle`` opens a new one."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def handle(self, completion: Completion) -> None:
+        """POST the completion; raise RetryableError unless the answer is 2xx."""
+        if self._client is None:
+            await self.start()
+        assert self._client is not None
+        body = completion.to_json()
+        headers = {key: value.reveal() for key, value in self._headers.items()}
+        headers["content-type"] = "application/json"
+        if self._webhook is not None:
+            headers.update(self._signature_headers(completion.message_id, body))
+        target = _display(self.url)
+        try:
+            async with self._client.stream("POST", self.url, content=body, headers=headers) as r:
+                if not r.is_success:
+                    raise RetryableError(
+                        f"POST {target} answered {r.status_code}: {await _excerpt(r)!r}",
+                        retry_after=_retry_after(r),
+                    )
+        except httpx.TimeoutException as exc:
+            raise RetryableError(f"POST {target} timed out after {self.timeout}s") from exc
+        except httpx.HTTPError as exc:
+            raise RetryableError(f"POST {target} failed: {type(exc).__name__}: {exc}") from exc
+        log.debug("http_delivered", handler=self.name, job_id=completion.job_id,
+                  status=r.status_code)  # fmt: skip
+
+    def _signature_headers(self, message_id: str, body: bytes) -> dict[str, str]:
+        assert self._webhook is not None
+        webhook_id = message_id if _HEADER_ID.match(message_id) else _hashed_id(message_id)
+        timestamp = int(time.time())
+        signature = self._webhook.sign(
+            webhook_id, datetime.fromtimestamp(timestamp, tz=UTC), body.decode("utf-8")
+        )
+        return {
+            "webhook-id": webhook_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": signature,
+        }
+
+
+def _check_url(url: object) -> str:
+    if not isinstance(url, str):
+        raise ValueError("'url' must be a string")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"'url' is not a valid URL: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        # The URL itself is not echoed: it may carry credentials.
+        raise ValueError("'url' must be an http:// or https:// URL with a host")
+    if any(c.isspace() for c in url) or not 0 < (parsed.port or 80) < 65536:
+        raise ValueError("'url' is not a valid URL (whitespace or a port out of range)")
+    return url
+
+
+def _signer(secret: str | Secret | None) -> Webhook | None:
+    if secret is None:
+        return None
+    if isinstance(secret, Secret):
+        value = secret.reveal()
+    elif isinstance(secret, str):
+        try:
+            value = resolve_secret(secret)
+        except ValueError as exc:
+            raise ValueError(f"'secret': {exc}") from None
+    else:
+        raise ValueError("'secret' must be a string: a literal, 'env:NAME' or 'file:PATH'")
+    if not value.startswith("whsec_"):
+        raise ValueError("'secret' must be a Standard Webhooks secret starting with 'whsec_'")
+    try:
+        check_svix_secret(value)
+    except ValueError as exc:
+        raise ValueError(f"'secret' is invalid: {str(exc).replace('secret #0 ', '')}") from None
+    return Webhook(value)
+
+
+def _resolve_headers(headers: Mapping[str, str]) -> dict[str, Secret]:
+    """Header values may be secrets (``env:NAME`` / ``file:PATH``): kept hidden until sent."""
+    if not isinstance(headers, Mapping):
+        raise ValueError("'headers' must be a table of header names to values")
+    resolved: dict[str, Secret] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError("'headers' names and values must be strings")
+        if not _TOKEN.match(key):
+            raise ValueError(f"'headers' has an invalid header name {key!r}")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"header {key!r} has a line break or NUL in its value")
+        try:
+            resolved[key.lower()] = Secret(resolve_secret(value))
+        except ValueError as exc:
+            raise ValueError(f"header {key!r}: {exc}") from None
+    return resolved
+
+
+def _hashed_id(message_id: str) -> str:
+    """A header-safe stand-in for an id with spaces, control or non-ASCII characters."""
+    return "jh_" + hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def _display(url: str) -> str:
+    """The URL without credentials or query string, for messages and logs."""
+    parsed = httpx.URL(url)
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    port = f":{parsed.port}" if parsed.port else ""
+    return f"{parsed.scheme}://{host}{port}{parsed.path}"
+
+
+async def _excerpt(response: httpx.Response) -> str:
+    data = b""
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) >= EXCERPT_BYTES:
+            break
+    return data[:EXCERPT_BYTES].decode("utf-8", "replace")
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after", "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < 86_400 else None
