@@ -14,8 +14,8 @@ from receiver import health, webhooks
 from receiver.errors import RejectedError, RetryableError
 from receiver.ingest import Ingestor
 from receiver.providers import get_provider
+from receiver.signatures import build_verifier
 from receiver.store import Store, open_store
-from receiver.verify import SvixVerifier
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -29,9 +29,11 @@ log = structlog.get_logger("receiver.app")
 
 
 def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
-    """One verifier and adapter per configured source; fails fast on a bad secret."""
+    """One verifier (of the source's signature scheme) and adapter per configured source."""
     return {
-        name: webhooks.Source(name, get_provider(cfg.provider), SvixVerifier(cfg.secrets))
+        name: webhooks.Source(
+            name, get_provider(cfg.provider, cfg), build_verifier(cfg.signature, cfg.secrets)
+        )
         for name, cfg in settings.sources.items()
     }
 

@@ -11,11 +11,13 @@ import binascii
 import json
 import os
 import re
+import string
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -29,7 +31,9 @@ from pydantic import (
 from receiver.errors import ConfigError
 from receiver.models import State
 from receiver.providers import PROVIDERS
+from receiver.providers.pointer import Pointer
 from receiver.secret import Secret, resolve_secret
+from receiver.signatures import check_hmac_secret, check_scheme
 
 ENV_PREFIX = "JOBHOOK_"
 DEFAULT_CONFIG = Path("jobhook.toml")
@@ -91,12 +95,63 @@ class PollSettings(_Section):
     give_up_after_hours: float = Field(30.0, gt=0)
 
 
+def _check_pointer(text: str) -> str:
+    Pointer.parse(text)
+    return text
+
+
+JsonPointer = Annotated[str, AfterValidator(_check_pointer)]
+_HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+
+
+class GenericSettings(_Section):
+    """``[sources.NAME.generic]``: how the generic provider reads any JSON API (RFC 6901)."""
+
+    webhook_job_id: JsonPointer
+    webhook_status: JsonPointer
+    webhook_metadata: JsonPointer | None = None
+    webhook_error: JsonPointer | None = None
+    webhook_has_result: bool = False
+    job_path: str = "/v1/jobs/{job_id}"
+    job_status: JsonPointer
+    result: JsonPointer | None = None
+    result_url: JsonPointer | None = None
+    result_sha256: JsonPointer | None = None
+    error: JsonPointer | None = None
+    progress_done: JsonPointer | None = None
+    progress_total: JsonPointer | None = None
+    retry_after: JsonPointer | None = None
+    auth_header: str = Field("Authorization", pattern=_HEADER_NAME)
+    auth_scheme: str = "Bearer"
+    status_words: dict[str, State]
+
+    @field_validator("job_path")
+    @classmethod
+    def _one_job_id_field(cls, path: str) -> str:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(path) if f is not None]
+        except ValueError as exc:
+            raise ValueError(f"is not a valid template: {exc}") from None
+        if not path.startswith("/") or fields != ["job_id"]:
+            raise ValueError("must start with '/' and contain '{job_id}' once, and no other field")
+        return path
+
+    @field_validator("status_words")
+    @classmethod
+    def _some_terminal_word(cls, words: dict[str, State]) -> dict[str, State]:
+        if not any(state.terminal for state in words.values()):
+            raise ValueError("needs at least one word for a terminal state, or no job ever ends")
+        return words
+
+
 class SourceSettings(_Section):
     provider: str
+    signature: str = "svix"
     secrets: tuple[SecretValue, ...]
     api_base_url: str | None = None
     api_key: SecretValue | None = None
     poll: PollSettings = PollSettings()
+    generic: GenericSettings | None = None
 
     @field_validator("provider")
     @classmethod
@@ -107,14 +162,37 @@ class SourceSettings(_Section):
             )
         return provider
 
+    @field_validator("signature")
+    @classmethod
+    def _known_scheme(cls, scheme: str, info: ValidationInfo) -> str:
+        check_scheme(scheme, info.data.get("provider"))  # absent when it was refused
+        return scheme
+
     @field_validator("secrets")
     @classmethod
-    def _valid_secrets(cls, secrets: tuple[Secret, ...]) -> tuple[Secret, ...]:
+    def _valid_secrets(
+        cls, secrets: tuple[Secret, ...], info: ValidationInfo
+    ) -> tuple[Secret, ...]:
         if not secrets:
             raise ValueError("a signed source needs at least one secret")
+        # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
+        scheme = info.data.get("signature")
         for index, secret in enumerate(secrets):
-            check_svix_secret(secret.reveal(), index)
+            if scheme == "svix":
+                check_svix_secret(secret.reveal(), index)
+            elif scheme is not None:
+                check_hmac_secret(secret.reveal(), index)
         return secrets
+
+    @model_validator(mode="after")
+    def _generic_table(self) -> SourceSettings:
+        if self.provider == "generic" and self.generic is None:
+            raise ValueError("provider 'generic' needs a [sources.NAME.generic] table")
+        if self.provider != "generic" and self.generic is not None:
+            raise ValueError(
+                f"a generic table is only for provider 'generic', not {self.provider!r}"
+            )
+        return self
 
 
 class HandlerSettings(_Section):

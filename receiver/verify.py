@@ -1,8 +1,11 @@
-"""Signature verification on the raw body, with the svix library, before anything is parsed.
+"""Signature verification on the raw body, before anything is parsed: the contract and Svix.
 
-Headers come from either family (``svix-*`` or ``webhook-*``); a source may hold several
-secrets during rotation and any of them accepts. The shape of the headers is checked here so
-that each failure gets its own reason; the cryptographic check itself is svix's.
+Every scheme implements ``Verifier``; each failure is a VerificationError with its own reason
+(400 for malformed input, 401 for a wrong or stale signature). Svix / Standard Webhooks headers
+come from either family (``svix-*`` or ``webhook-*``); a source may hold several secrets during
+rotation and any of them accepts. The shape of the headers is checked here so that each failure
+gets its own reason; the cryptographic check itself is svix's. The HMAC schemes of providers
+that do not sign through Svix are in ``receiver.signatures``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import binascii
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from svix.webhooks import Webhook, WebhookVerificationError
 
@@ -26,6 +29,23 @@ if TYPE_CHECKING:
 TOLERANCE_SECONDS = 5 * 60
 _TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
 _VERSION = re.compile(r"^v[0-9]+[a-z]?$")
+MAX_MESSAGE_ID = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """What a verified delivery tells the endpoint: its message id (the dedupe key), send time."""
+
+    message_id: str
+    timestamp: int | None = None
+
+
+class Verifier(Protocol):
+    """A signature scheme bound to one source's secrets; header names are looked up lower-case."""
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
+        """The delivery's message id (and send time) when it verifies; VerificationError else."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +72,36 @@ def read_headers(headers: Mapping[str, str]) -> SignedHeaders:
         raise VerificationError(
             "missing_headers", f"missing webhook-/svix- header(s): {', '.join(missing)}"
         )
-    if len(message_id) > 256:
-        raise VerificationError("invalid_message_id", "message id longer than 256 characters")
+    check_message_id(message_id)
     return SignedHeaders(message_id, timestamp, signature)
+
+
+def check_message_id(message_id: str) -> None:
+    """A message id is a dedupe key: 400 when it is unreasonably long."""
+    if len(message_id) > MAX_MESSAGE_ID:
+        raise VerificationError(
+            "invalid_message_id", f"message id longer than {MAX_MESSAGE_ID} characters"
+        )
+
+
+def check_timestamp(raw: str, now: float, tolerance: float = TOLERANCE_SECONDS) -> int:
+    """Integer seconds within ``tolerance`` of ``now``: 400 when malformed, 401 when off."""
+    if not _TIMESTAMP.match(raw):
+        raise VerificationError("invalid_timestamp", "timestamp is not integer seconds")
+    skew = int(raw) - now
+    if skew < -tolerance:
+        raise VerificationError("stale_timestamp", "timestamp too old", status_code=401)
+    if skew > tolerance:
+        raise VerificationError("future_timestamp", "timestamp too new", status_code=401)
+    return int(raw)
+
+
+def require_utf8(body: bytes) -> str:
+    """The body as text; 400 when it is not UTF-8 (JSON webhooks always are)."""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerificationError("body_not_utf8", "the body is not UTF-8") from None
 
 
 class SvixVerifier:
@@ -71,15 +118,12 @@ class SvixVerifier:
     def __repr__(self) -> str:
         return f"SvixVerifier(secrets={len(self._webhooks)})"
 
-    def verify(self, body: bytes, headers: Mapping[str, str]) -> SignedHeaders:
-        """Return the signed headers when ``body`` verifies; VerificationError otherwise."""
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
+        """Return the message id and timestamp when ``body`` verifies; VerificationError else."""
         signed = read_headers(headers)
-        self._check_timestamp(signed.timestamp)
+        timestamp = check_timestamp(signed.timestamp, self._clock())
         _check_signature_shape(signed.signature)
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise VerificationError("body_not_utf8", "the body is not UTF-8") from None
+        text = require_utf8(body)
         std_headers = {
             "webhook-id": signed.message_id,
             "webhook-timestamp": signed.timestamp,
@@ -94,17 +138,8 @@ class SvixVerifier:
                 raise VerificationError(
                     "malformed_signature", "the signature header is malformed", status_code=400
                 ) from exc
-            return signed
+            return Verified(signed.message_id, timestamp)
         raise VerificationError("bad_signature", "no matching signature", status_code=401)
-
-    def _check_timestamp(self, raw: str) -> None:
-        if not _TIMESTAMP.match(raw):
-            raise VerificationError("invalid_timestamp", "timestamp is not integer seconds")
-        skew = int(raw) - self._clock()
-        if skew < -TOLERANCE_SECONDS:
-            raise VerificationError("stale_timestamp", "timestamp too old", status_code=401)
-        if skew > TOLERANCE_SECONDS:
-            raise VerificationError("future_timestamp", "timestamp too new", status_code=401)
 
 
 def _check_signature_shape(header: str) -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from receiver.ingest import Ingestor
     from receiver.providers import Provider
-    from receiver.verify import SvixVerifier
+    from receiver.verify import Verifier
 
 log = structlog.get_logger("receiver.webhooks")
 
@@ -33,7 +33,7 @@ class Source:
 
     name: str
     provider: Provider
-    verifier: SvixVerifier
+    verifier: Verifier
 
 
 async def read_body(request: Request, limit: int) -> bytes:

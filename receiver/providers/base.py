@@ -1,9 +1,13 @@
-"""What a provider adapter knows: its webhook body, its status words, its job API."""
+"""What a provider adapter knows: its webhook body, its status words, its job and list APIs."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import quote, urlencode
 
 import structlog
 
@@ -13,9 +17,14 @@ from receiver.models import Event, Progress, State
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from receiver.config import SourceSettings
     from receiver.models import Via
 
 log = structlog.get_logger(__name__)
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+ListedJob = tuple[str, str]
+"""One entry of a provider's job list: (job id, the provider's status word)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,13 +48,18 @@ class JobStatus:
 
 
 class Provider:
-    """Base adapter: subclasses set the class attributes and override the parsers."""
+    """Base adapter: subclasses set the attributes and override the parsers."""
 
     name: ClassVar[str]
-    status_words: ClassVar[Mapping[str, State]]
-    webhook_has_result: ClassVar[bool] = False
-    auth_header: ClassVar[str] = "Authorization"
-    auth_scheme: ClassVar[str] = "Bearer "
+    status_words: Mapping[str, State]
+    webhook_has_result: bool = False
+    auth_header: str = "Authorization"
+    auth_scheme: str = "Bearer "
+
+    @classmethod
+    def from_settings(cls, settings: SourceSettings | None) -> Provider:
+        """The adapter for one configured source; only ``generic`` reads the settings."""
+        return cls()
 
     def canonical(self, word: str, *, source: str, job_id: str) -> State:
         """Map a status word; an unknown word is kept, treated as queued and logged."""
@@ -69,8 +83,34 @@ class Provider:
         raise NotImplementedError
 
     def parse_job(self, body: Any, *, source: str, job_id: str) -> JobStatus:
-        """Translate the job endpoint's JSON answer."""
+        """Translate the job endpoint's JSON answer; ProviderError when it has no status."""
         raise NotImplementedError
+
+    def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:
+        """The list endpoint's path and query for one page; None when the provider has none.
+
+        ``status`` is a provider status word to filter by, where the provider supports it.
+        """
+        return None
+
+    def parse_list(self, body: Any) -> tuple[list[ListedJob], str | None]:
+        """One page of the list endpoint: (job id, status word) pairs and the next cursor."""
+        raise NotImplementedError(f"{self.name} has no list endpoint")
+
+    def retry_hint(self, body: Any) -> float | None:
+        """Seconds to wait, when an error body (429, 503) says so; None otherwise."""
+        return None
+
+
+def job_segment(job_id: str) -> str:
+    """A job id made safe as one path segment (``/`` and ``?`` cannot change the route)."""
+    return quote(job_id, safe="")
+
+
+def with_query(path: str, **params: str | int | None) -> str:
+    """``path`` with the non-None ``params`` as its query string."""
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{path}?{query}" if query else path
 
 
 def require_str(body: Any, key: str) -> str:
@@ -86,3 +126,34 @@ def require_str(body: Any, key: str) -> str:
 def optional_dict(body: dict[str, Any], key: str) -> dict[str, Any]:
     value = body.get(key)
     return value if isinstance(value, dict) else {}
+
+
+def describe_error(value: object) -> str | None:
+    """A provider's error as one line: a string as is, ``{code, message}`` as "code: message"."""
+    if isinstance(value, str):
+        return value or None
+    if isinstance(value, dict):
+        code, message = value.get("code"), value.get("message")
+        parts = [str(p) for p in (code, message) if isinstance(p, str | int) and p != ""]
+        if parts:
+            return ": ".join(parts)
+        return json.dumps(value, sort_keys=True) if value else None
+    return None
+
+
+def number(value: object) -> float | None:
+    """A finite JSON number (not a bool), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def page_count(value: object) -> int | None:
+    """A non-negative whole count of pages, else None."""
+    n = number(value)
+    return int(n) if n is not None and n >= 0 and n == int(n) else None
+
+
+def hex_sha256(value: object) -> str | None:
+    """A sha256 digest as 64 lower-case hex digits; anything else cannot be checked: None."""
+    return value.lower() if isinstance(value, str) and _SHA256.match(value) else None

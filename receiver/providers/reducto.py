@@ -6,10 +6,21 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.errors import ProviderError
 from receiver.models import Event, Progress, State
-from receiver.providers.base import JobStatus, Provider, ResultRef, optional_dict, require_str
+from receiver.providers.base import (
+    JobStatus,
+    Provider,
+    ResultRef,
+    job_segment,
+    optional_dict,
+    require_str,
+    with_query,
+)
 
 if TYPE_CHECKING:
     from receiver.models import Via
+    from receiver.providers.base import ListedJob
+
+LIST_PAGE_SIZE = 100
 
 
 class Reducto(Provider):
@@ -41,7 +52,7 @@ class Reducto(Provider):
         )
 
     def job_path(self, job_id: str) -> str:
-        return f"/job/{job_id}"
+        return f"/job/{job_segment(job_id)}"
 
     def parse_job(self, body: Any, *, source: str, job_id: str) -> JobStatus:
         if not isinstance(body, dict) or not isinstance(body.get("status"), str):
@@ -68,6 +79,23 @@ class Reducto(Provider):
             error=reason if isinstance(reason, str) else None,
             progress=_progress(progress),
         )
+
+    def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:
+        # GET /jobs has no status filter; raw configs are left out to keep pages small.
+        return with_query("/jobs", cursor=cursor, limit=LIST_PAGE_SIZE, exclude_configs="true")
+
+    def parse_list(self, body: Any) -> tuple[list[ListedJob], str | None]:
+        if not isinstance(body, dict) or not isinstance(body.get("jobs"), list):
+            raise ProviderError("reducto job list: answer has no 'jobs' list")
+        jobs = [
+            (job["job_id"], job["status"])
+            for job in body["jobs"]
+            if isinstance(job, dict)
+            and isinstance(job.get("job_id"), str)
+            and isinstance(job.get("status"), str)
+        ]
+        cursor = body.get("next_cursor")
+        return jobs, cursor if isinstance(cursor, str) and cursor else None
 
 
 def _progress(value: object) -> Progress | None:

@@ -1,0 +1,113 @@
+"""DocExtract: body-HMAC webhooks; ``GET /v1/documents/{id}`` holds the extracted fields inline."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.errors import PayloadError, ProviderError
+from receiver.models import Event, State
+from receiver.providers.base import (
+    JobStatus,
+    Provider,
+    ResultRef,
+    describe_error,
+    job_segment,
+    optional_dict,
+    require_str,
+    with_query,
+)
+
+if TYPE_CHECKING:
+    from receiver.models import Via
+    from receiver.providers.base import ListedJob
+
+LIST_PAGE_SIZE = 50
+# What a finished document says about its extraction; the owner, the source file's URL and
+# the (null) error are left out of the result.
+RESULT_KEYS = (
+    "id",
+    "extractor_id",
+    "status",
+    "extracted_data",
+    "confidence",
+    "processing_time_ms",
+    "mime_type",
+    "file_size_bytes",
+    "cost_credits",
+    "created_at",
+    "started_at",
+    "completed_at",
+)
+
+
+class DocExtract(Provider):
+    name = "docextract"
+    status_words = {
+        "queued": State.QUEUED,
+        "processing": State.RUNNING,
+        "completed": State.SUCCEEDED,
+        "failed": State.FAILED,
+    }
+    webhook_has_result = False
+
+    def parse_webhook(
+        self, body: Any, *, source: str, message_id: str | None, via: Via = "webhook"
+    ) -> Event:
+        event = require_str(body, "event")
+        data = body.get("data")
+        if not isinstance(data, dict):
+            raise PayloadError("invalid_payload", "field 'data' is missing or not an object")
+        job_id = require_str(data, "id")
+        status = data.get("status")
+        if not isinstance(status, str) or not status:
+            status = event.removeprefix("job.")
+        return Event(
+            source=source,
+            job_id=job_id,
+            state=self.canonical(status, source=source, job_id=job_id),
+            provider_status=status,
+            via=via,
+            message_id=message_id,
+            metadata=optional_dict(data, "metadata"),
+            error=describe_error(data.get("error_details")),
+        )
+
+    def job_path(self, job_id: str) -> str:
+        return f"/v1/documents/{job_segment(job_id)}"
+
+    def parse_job(self, body: Any, *, source: str, job_id: str) -> JobStatus:
+        if not isinstance(body, dict) or not isinstance(body.get("status"), str):
+            raise ProviderError(f"docextract document {job_id}: answer has no status")
+        status: str = body["status"]
+        state = self.canonical(status, source=source, job_id=job_id)
+        result = None
+        if state is State.SUCCEEDED:
+            result = ResultRef(inline={key: body[key] for key in RESULT_KEYS if key in body})
+        return JobStatus(
+            state=state,
+            provider_status=status,
+            result=result,
+            error=describe_error(body.get("error_details")),
+        )
+
+    def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:
+        return with_query(
+            "/v1/documents", status=status, limit=LIST_PAGE_SIZE, offset=cursor or None
+        )
+
+    def parse_list(self, body: Any) -> tuple[list[ListedJob], str | None]:
+        if not isinstance(body, dict) or not isinstance(body.get("jobs"), list):
+            raise ProviderError("docextract document list: answer has no 'jobs' list")
+        jobs = [
+            (job["id"], job["status"])
+            for job in body["jobs"]
+            if isinstance(job, dict)
+            and isinstance(job.get("id"), str)
+            and isinstance(job.get("status"), str)
+        ]
+        # Offset paging: the cursor is the next offset, while the total says there is more.
+        offset, total = body.get("offset"), body.get("total")
+        if not isinstance(offset, int) or not isinstance(total, int) or not body["jobs"]:
+            return jobs, None
+        following = offset + len(body["jobs"])
+        return jobs, str(following) if following < total else None

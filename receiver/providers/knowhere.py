@@ -1,0 +1,116 @@
+"""Knowhere: webhooks say 'completed' where ``GET /v1/jobs/{id}`` says 'done'; results are zips."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.errors import ProviderError
+from receiver.models import Event, Progress, State
+from receiver.providers.base import (
+    JobStatus,
+    Provider,
+    ResultRef,
+    describe_error,
+    hex_sha256,
+    job_segment,
+    number,
+    optional_dict,
+    page_count,
+    require_str,
+    with_query,
+)
+
+if TYPE_CHECKING:
+    from receiver.models import Via
+    from receiver.providers.base import ListedJob
+
+
+class Knowhere(Provider):
+    name = "knowhere"
+    status_words = {
+        "waiting-file": State.QUEUED,
+        "pending": State.QUEUED,
+        "converting": State.RUNNING,
+        "running": State.RUNNING,
+        "done": State.SUCCEEDED,
+        "completed": State.SUCCEEDED,
+        "failed": State.FAILED,
+    }
+    webhook_has_result = False
+
+    def parse_webhook(
+        self, body: Any, *, source: str, message_id: str | None, via: Via = "webhook"
+    ) -> Event:
+        job_id = require_str(body, "job_id")
+        status = body.get("status")
+        if not isinstance(status, str) or not status:
+            # "job.completed" without a status field still says what happened.
+            status = require_str(body, "event").removeprefix("job.")
+        return Event(
+            source=source,
+            job_id=job_id,
+            state=self.canonical(status, source=source, job_id=job_id),
+            provider_status=status,
+            via=via,
+            message_id=message_id,
+            metadata=optional_dict(body, "metadata"),
+            error=describe_error(body.get("error")),
+        )
+
+    def job_path(self, job_id: str) -> str:
+        return f"/v1/jobs/{job_segment(job_id)}"
+
+    def parse_job(self, body: Any, *, source: str, job_id: str) -> JobStatus:
+        if not isinstance(body, dict) or not isinstance(body.get("status"), str):
+            raise ProviderError(f"knowhere job {job_id}: answer has no status")
+        status: str = body["status"]
+        state = self.canonical(status, source=source, job_id=job_id)
+        result: ResultRef | None = None
+        if state is State.SUCCEEDED:
+            url = body.get("result_url")
+            if not isinstance(url, str) or not url:
+                raise ProviderError(f"knowhere job {job_id}: done without a result_url")
+            result = ResultRef(url=url, sha256=_checksum(body.get("result_checksum")))
+        progress = optional_dict(body, "progress")
+        done, total = (
+            page_count(progress.get("processed_pages")),
+            page_count(progress.get("total_pages")),
+        )
+        return JobStatus(
+            state=state,
+            provider_status=status,
+            result=result,
+            error=describe_error(body.get("error")),
+            progress=Progress(done, total) if done is not None or total is not None else None,
+        )
+
+    def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:
+        return with_query("/v1/jobs", cursor=cursor, status=status)
+
+    def parse_list(self, body: Any) -> tuple[list[ListedJob], str | None]:
+        # No sample of this answer exists; accept "jobs" or "data" and "job_id" or "id".
+        items = body.get("jobs", body.get("data")) if isinstance(body, dict) else None
+        if not isinstance(items, list):
+            raise ProviderError("knowhere job list: answer has no 'jobs' list")
+        jobs: list[ListedJob] = []
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            job_id, status = item.get("job_id", item.get("id")), item.get("status")
+            if isinstance(job_id, str) and job_id and isinstance(status, str):
+                jobs.append((job_id, status))
+        cursor = body.get("next_cursor")
+        return jobs, cursor if isinstance(cursor, str) and cursor else None
+
+    def retry_hint(self, body: Any) -> float | None:
+        error = body.get("error") if isinstance(body, dict) else None
+        details = error.get("details") if isinstance(error, dict) else None
+        seconds = number(details.get("retry_after")) if isinstance(details, dict) else None
+        return seconds if seconds is not None and seconds >= 0 else None
+
+
+def _checksum(value: object) -> str | None:
+    """``result_checksum``'s hex value when it is a sha256; anything else is not checkable."""
+    if not isinstance(value, dict) or str(value.get("algorithm", "")).lower() != "sha256":
+        return None
+    return hex_sha256(value.get("value"))
