@@ -12,10 +12,9 @@ from starlette.routing import Route
 
 from receiver import health, webhooks
 from receiver.errors import RejectedError, RetryableError
-from receiver.ingest import Ingestor
 from receiver.providers import get_provider
+from receiver.runtime import Runtime, load_handlers
 from receiver.signatures import build_verifier
-from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from receiver.config import Settings
+    from receiver.store import Store
 
 log = structlog.get_logger("receiver.app")
 
@@ -54,24 +54,29 @@ async def _retryable(request: Request, exc: Exception) -> Response:
 
 
 def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
-    """Build the application; resources are opened by the lifespan, not here."""
+    """Build the application; resources are opened by the lifespan, not here.
+
+    Sources and handlers are built now, so a bad secret or handler stops startup.
+    """
     sources = build_sources(settings)
+    handlers = load_handlers(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        the_store = store if store is not None else open_store(settings.store.url)
-        await the_store.open()
+        runtime = Runtime(settings, handlers, store)
+        await runtime.start()
+        app.state.runtime = runtime
+        app.state.store = runtime.store
+        app.state.ingestor = runtime.ingestor
+        log.info(
+            "started", sources=sorted(sources), handlers=sorted(handlers), store=repr(runtime.store)
+        )
+        if not sources:
+            log.warning("no_sources", hint="every webhook will answer 404 until one is configured")
         try:
-            app.state.store = the_store
-            app.state.ingestor = Ingestor(the_store, settings.handlers)
-            log.info("started", sources=sorted(sources), store=repr(the_store))
-            if not sources:
-                log.warning(
-                    "no_sources", hint="every webhook will answer 404 until one is configured"
-                )
             yield
         finally:
-            await the_store.close()
+            await runtime.stop()
             log.info("stopped")
 
     app = Starlette(

@@ -45,8 +45,17 @@ class Completion:
         result = None
         if row.result_path and row.result_sha256 is not None and row.result_bytes is not None:
             result = ResultInfo(Path(row.result_path), row.result_sha256, row.result_bytes)
-        return cls(row.id, row.source, row.job_id, row.state, row.provider_status,
-                   row.metadata, row.error, result, row.created_at)  # fmt: skip
+        return cls(
+            row.id,
+            row.source,
+            row.job_id,
+            row.state,
+            row.provider_status,
+            row.metadata,
+            row.error,
+            result,
+            row.created_at,
+        )
 
     @property
     def message_id(self) -> str:

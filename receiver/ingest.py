@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import time
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+from receiver.poller import first_poll_at
 
-    from receiver.config import HandlerSettings
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping, Sequence
+
+    from receiver.config import HandlerSettings, PollSettings
     from receiver.models import Event, IngestResult
     from receiver.store import Store
 
@@ -20,17 +25,35 @@ class Ingestor:
         store: Store,
         handlers: Sequence[HandlerSettings],
         wake: Callable[[], None] = lambda: None,
+        resolving: Collection[str] = (),
+        polling: Mapping[str, PollSettings] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._handlers = tuple(handlers)
         self._wake = wake
+        self._resolving = frozenset(resolving)
+        self._polling = dict(polling or {})
+        self._clock = clock
+        self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
+        """Events by (via, outcome): outcome is completed, accepted or duplicate."""
 
     def handlers_for(self, source: str, event: Event) -> list[str]:
         return [h.name for h in self._handlers if h.matches(source, event.state)]
 
     async def ingest(self, event: Event) -> IngestResult:
         """Store ``event`` durably; a duplicate message id changes nothing but dead dispatches."""
-        result = await self._store.ingest(event, self.handlers_for(event.source, event))
+        # A source with a job API confirms (and fetches) first; news carrying its result does too.
+        resolve = event.source in self._resolving or event.result is not None
+        handlers = self.handlers_for(event.source, event)
+        poll = self._polling.get(event.source)
+        if poll is not None and event.via != "poll" and not event.state.terminal:
+            # News pushes the next poll back: the poller asks only when news stops coming.
+            at = first_poll_at(poll, event.expected_pages, self._clock())
+            event = dataclasses.replace(event, poll_at=at)
+        result = await self._store.ingest(event, handlers, resolve=resolve)
         if result.completed or result.requeued:
             self._wake()
+        outcome = "completed" if result.completed else result.status
+        self.counts[event.via, outcome] += 1
         return result

@@ -46,6 +46,15 @@ class Progress:
 
 
 @dataclass(frozen=True, slots=True)
+class ResultRef:
+    """Where a finished job's result is: inline JSON, or a (presigned) URL to download."""
+
+    inline: Any = None
+    url: str | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     """One piece of news about a job, from a webhook, a poll or a registration."""
 
@@ -59,6 +68,10 @@ class Event:
     error: str | None = None
     progress: Progress | None = None
     expected_pages: int | None = None
+    result: ResultRef | None = None
+    """Set when the news already carries the result (a poll), so it need not be asked again."""
+    poll_at: float | None = None
+    """When the poller should ask about the job if no news comes first (None: leave as is)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import socket
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
 from svix.webhooks import Webhook
 
+from receiver.serving import free_port as serving_free_port
+from receiver.serving import serving
+
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from contextlib import AbstractAsyncContextManager
 
     from starlette.types import ASGIApp
 
@@ -48,32 +47,12 @@ def reducto_body(job_id: str = "job-1", status: str = "Completed", **metadata: A
     return json.dumps({"status": status, "job_id": job_id, "metadata": metadata}).encode()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+free_port = serving_free_port
 
 
-@contextlib.asynccontextmanager
-async def live_server(app: ASGIApp, port: int | None = None) -> AsyncIterator[str]:
+def live_server(app: ASGIApp, port: int | None = None) -> AbstractAsyncContextManager[str]:
     """Serve ``app`` with uvicorn on loopback for the duration of the block; yields its URL."""
-    port = port or free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False,
-                            lifespan="on", loop="asyncio")  # fmt: skip
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        deadline = time.monotonic() + 15
-        while not server.started:
-            if task.done() or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start (see the log above)")
-            await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        with contextlib.suppress(SystemExit):
-            await asyncio.wait_for(task, timeout=15)
+    return serving(app, port=port)
 
 
 def write_config(path: Path, text: str) -> Path:

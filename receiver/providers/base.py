@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 import structlog
 
 from receiver.errors import PayloadError
-from receiver.models import Event, Progress, State
+from receiver.models import Event, Progress, ResultRef, State
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -20,20 +20,13 @@ if TYPE_CHECKING:
     from receiver.config import SourceSettings
     from receiver.models import Via
 
+__all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef"]
+
 log = structlog.get_logger(__name__)
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 ListedJob = tuple[str, str]
 """One entry of a provider's job list: (job id, the provider's status word)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResultRef:
-    """Where a finished job's result is: inline JSON, or a (presigned) URL to download."""
-
-    inline: Any = None
-    url: str | None = None
-    sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ class JobRow:
     progress_total: int | None
     expected_pages: int | None
     error: str | None
+    poll_attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class CompletionRow:
     result_sha256: str | None
     result_bytes: int | None
     attempts: int
+    result_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +91,17 @@ class Store(abc.ABC):
         """Raise StoreUnavailableError unless the store answers a trivial query."""
 
     @abc.abstractmethod
-    async def ingest(self, event: Event, handlers: Sequence[str]) -> IngestResult:
+    async def ingest(
+        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
+    ) -> IngestResult:
         """Record an event in one transaction.
 
         The delivery (unique per source and message id), the job's state (forward-only) and,
         when the job newly becomes terminal, its completion plus one dispatch per handler
-        named in ``handlers``. A seen message id is a duplicate and changes nothing, except
-        that dead dispatches of the job's completion are queued again (a resend is a replay).
+        named in ``handlers``; with ``resolve`` False the completion needs no confirmation
+        and its dispatches are claimable at once. A seen message id is a duplicate and changes
+        nothing, except that dead dispatches of the job's completion are queued again (a resend
+        is a replay).
         """
 
     @abc.abstractmethod
@@ -138,6 +144,10 @@ class Store(abc.ABC):
         """Record an attempt: success (no error), a retry at ``next_attempt_at``, or dead."""
 
     @abc.abstractmethod
+    async def renew(self, owner: str, lease_until: float) -> None:
+        """Extend every lease ``owner`` holds (work that runs longer than a lease)."""
+
+    @abc.abstractmethod
     async def release(self, owner: str) -> int:
         """Give back every lease ``owner`` holds, so another worker can take the work now."""
 
@@ -156,6 +166,22 @@ class Store(abc.ABC):
         include_succeeded: bool = False,
     ) -> int:
         """Queue dead (or, with include_succeeded, also finished) dispatches again."""
+
+    @abc.abstractmethod
+    async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
+        """Non-terminal jobs of ``source`` whose next poll is due, earliest first."""
+
+    @abc.abstractmethod
+    async def next_poll_at(self) -> float | None:
+        """When the earliest poll of any non-terminal job falls due."""
+
+    @abc.abstractmethod
+    async def schedule_poll(self, source: str, job_id: str, at: float, attempts: int) -> None:
+        """Set a non-terminal job's next poll time and attempt count."""
+
+    @abc.abstractmethod
+    async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
+        """Take or extend the named lease (e.g. poller leadership); False while another holds it."""
 
     @abc.abstractmethod
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:

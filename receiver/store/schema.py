@@ -18,10 +18,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         progress_done   INTEGER,
         progress_total  INTEGER,
         expected_pages  INTEGER,
+        next_poll_at    REAL,
+        poll_attempts   INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (source, job_id)
     );
+    CREATE INDEX jobs_poll ON jobs (source, next_poll_at) WHERE terminal_at IS NULL;
     CREATE INDEX jobs_created ON jobs (created_at);
-    CREATE INDEX jobs_open ON jobs (last_news_at) WHERE terminal_at IS NULL;
 
     CREATE TABLE deliveries (
         source          TEXT NOT NULL,
@@ -53,6 +55,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         lease_owner     TEXT,
         lease_until     REAL,
         resolved_at     REAL,
+        result_ref      TEXT,
         UNIQUE (source, job_id)
     );
     CREATE INDEX completions_due ON completions (next_attempt_at) WHERE phase = 'resolving';
@@ -72,5 +75,11 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         UNIQUE (completion_id, handler)
     );
     CREATE INDEX dispatches_due ON dispatches (state, next_attempt_at);
+
+    CREATE TABLE leases (
+        name            TEXT PRIMARY KEY,
+        owner           TEXT NOT NULL,
+        until           REAL NOT NULL
+    );
     """,
 )

@@ -31,9 +31,10 @@ VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING 1
 
 UPSERT_JOB = f"""
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
-                  last_news_at, terminal_at, progress_done, progress_total, expected_pages)
+                  last_news_at, terminal_at, progress_done, progress_total, expected_pages,
+                  next_poll_at)
 VALUES (:source, :job_id, :state, :provider_status, :metadata, :error, :now, :now, :now,
-        :terminal_at, :progress_done, :progress_total, :expected_pages)
+        :terminal_at, :progress_done, :progress_total, :expected_pages, :poll_at)
 ON CONFLICT (source, job_id) DO UPDATE SET
     state = CASE WHEN {_FORWARD} THEN excluded.state ELSE jobs.state END,
     provider_status = CASE WHEN {_FORWARD} THEN excluded.provider_status
@@ -46,14 +47,16 @@ ON CONFLICT (source, job_id) DO UPDATE SET
     last_news_at = excluded.last_news_at,
     progress_done = coalesce(excluded.progress_done, jobs.progress_done),
     progress_total = coalesce(excluded.progress_total, jobs.progress_total),
-    expected_pages = coalesce(excluded.expected_pages, jobs.expected_pages)
+    expected_pages = coalesce(excluded.expected_pages, jobs.expected_pages),
+    next_poll_at = coalesce(excluded.next_poll_at, jobs.next_poll_at),
+    poll_attempts = CASE WHEN excluded.next_poll_at IS NULL THEN jobs.poll_attempts ELSE 0 END
 RETURNING state
 """  # noqa: S608
 
 INSERT_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at)
-SELECT source, job_id, state, provider_status, metadata, error, :now, :now
+                         next_attempt_at, phase, result_ref)
+SELECT source, job_id, state, provider_status, metadata, error, :now, :now, :phase, :result_ref
 FROM jobs WHERE source = :source AND job_id = :job_id
 ON CONFLICT (source, job_id) DO NOTHING RETURNING id
 """
@@ -71,12 +74,12 @@ WHERE state = 'dead'
 """
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
-    phase, result_path, result_sha256, result_bytes, attempts"""
+    phase, result_path, result_sha256, result_bytes, attempts, result_ref"""
 SELECT_COMPLETION = f"SELECT {_COMPLETION_COLUMNS} FROM completions"  # noqa: S608
 
 SELECT_JOB = """
 SELECT source, job_id, state, provider_status, metadata, created_at, updated_at, last_news_at,
-       terminal_at, progress_done, progress_total, expected_pages, error
+       terminal_at, progress_done, progress_total, expected_pages, error, poll_attempts
 FROM jobs WHERE source = ? AND job_id = ?
 """
 
@@ -135,6 +138,37 @@ UPDATE completions SET attempts = max(attempts - 1, 0), lease_owner = NULL, leas
 WHERE lease_owner = ? AND phase = 'resolving'
 """
 
+RENEW_DISPATCHES = """
+UPDATE dispatches SET lease_until = ? WHERE lease_owner = ? AND state = 'running'
+"""
+
+RENEW_COMPLETIONS = """
+UPDATE completions SET lease_until = ? WHERE lease_owner = ? AND phase = 'resolving'
+"""
+
+_JOB_COLUMNS = """source, job_id, state, provider_status, metadata, created_at, updated_at,
+    last_news_at, terminal_at, progress_done, progress_total, expected_pages, error"""
+
+DUE_POLLS = f"""
+SELECT {_JOB_COLUMNS}, poll_attempts FROM jobs
+WHERE source = ? AND terminal_at IS NULL AND next_poll_at <= ?
+ORDER BY next_poll_at LIMIT ?
+"""  # noqa: S608
+
+NEXT_POLL = "SELECT min(next_poll_at) FROM jobs WHERE terminal_at IS NULL"
+
+SCHEDULE_POLL = """
+UPDATE jobs SET next_poll_at = ?, poll_attempts = ? WHERE source = ? AND job_id = ?
+    AND terminal_at IS NULL
+"""
+
+ACQUIRE_LEASE = """
+INSERT INTO leases (name, owner, until) VALUES (?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, until = excluded.until
+WHERE leases.owner = excluded.owner OR leases.until < ?
+RETURNING owner
+"""
+
 NEXT_DUE = """
 SELECT min(t) FROM (
     SELECT min(next_attempt_at) AS t FROM completions WHERE phase = 'resolving'
@@ -180,8 +214,14 @@ def replay_query(
 
 
 def delivery_params(event: Event, at: float) -> tuple[Any, ...]:
-    return (event.source, event.message_id, event.job_id, event.state.value,
-            event.provider_status, at)  # fmt: skip
+    return (
+        event.source,
+        event.message_id,
+        event.job_id,
+        event.state.value,
+        event.provider_status,
+        at,
+    )
 
 
 def job_params(event: Event, at: float) -> dict[str, Any]:
@@ -198,17 +238,37 @@ def job_params(event: Event, at: float) -> dict[str, Any]:
         "progress_done": progress.done if progress else None,
         "progress_total": progress.total if progress else None,
         "expected_pages": event.expected_pages,
+        "poll_at": event.poll_at,
     }
 
 
-def completion_params(event: Event, at: float) -> dict[str, Any]:
-    return {"source": event.source, "job_id": event.job_id, "now": at}
+def completion_params(event: Event, at: float, resolve: bool) -> dict[str, Any]:
+    ref = event.result
+    result_ref = None
+    if ref is not None:
+        result_ref = json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+    return {
+        "source": event.source,
+        "job_id": event.job_id,
+        "now": at,
+        "phase": "resolving" if resolve else "ready",
+        "result_ref": result_ref,
+    }
 
 
 def resolution_params(completion_id: int, owner: str, r: Resolution) -> tuple[Any, ...]:
     state = r.state.value if r.state else None
-    return (r.result_path, r.result_sha256, r.result_bytes, r.error, state, r.provider_status,
-            now(), completion_id, owner)  # fmt: skip
+    return (
+        r.result_path,
+        r.result_sha256,
+        r.result_bytes,
+        r.error,
+        state,
+        r.provider_status,
+        now(),
+        completion_id,
+        owner,
+    )
 
 
 def finish_params(
@@ -232,13 +292,30 @@ def _json(value: Any) -> dict[str, Any]:
 
 
 def job_row(r: Sequence[Any]) -> JobRow:
-    return JobRow(r[0], r[1], r[2], r[3], _json(r[4]), r[5], r[6], r[7], r[8], r[9], r[10],
-                  r[11], r[12])  # fmt: skip
+    attempts = r[13] if len(r) > 13 else 0
+    return JobRow(
+        r[0], r[1], r[2], r[3], _json(r[4]), r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+        attempts,
+    )  # fmt: skip
 
 
 def completion_row(r: Sequence[Any]) -> CompletionRow:
-    return CompletionRow(r[0], r[1], r[2], r[3], r[4], _json(r[5]), r[6], r[7], r[8], r[9],
-                         r[10], r[11], r[12])  # fmt: skip
+    return CompletionRow(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        _json(r[5]),
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+        r[12],
+        r[13],
+    )
 
 
 def dispatch_row(r: Sequence[Any]) -> DispatchRow:

@@ -156,8 +156,10 @@ class SQLiteStore(Store):
         if self._writer is None or self._writer.done():
             raise StoreUnavailableError("the store writer is not running")
 
-    async def ingest(self, event: Event, handlers: Sequence[str]) -> IngestResult:
-        return await self._write(lambda db: _ingest(db, event, handlers, sql.now()))
+    async def ingest(
+        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
+    ) -> IngestResult:
+        return await self._write(lambda db: _ingest(db, event, handlers, resolve, sql.now()))
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._read(sql.SELECT_JOB, (source, job_id))
@@ -210,6 +212,13 @@ class SQLiteStore(Store):
         params = sql.finish_params(dispatch_id, owner, error, next_attempt_at)
         await self._write(lambda db: db.execute(sql.FINISH_DISPATCH, params))
 
+    async def renew(self, owner: str, lease_until: float) -> None:
+        async def op(db: aiosqlite.Connection) -> None:
+            await db.execute(sql.RENEW_DISPATCHES, (lease_until, owner))
+            await db.execute(sql.RENEW_COMPLETIONS, (lease_until, owner))
+
+        await self._write(op)
+
     async def release(self, owner: str) -> int:
         async def op(db: aiosqlite.Connection) -> int:
             a = await db.execute(sql.RELEASE_DISPATCHES, (owner,))
@@ -239,6 +248,26 @@ class SQLiteStore(Store):
 
         return await self._write(op)
 
+    async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
+        rows = await self._read(sql.DUE_POLLS, (source, now, limit))
+        return [sql.job_row(r) for r in rows]
+
+    async def next_poll_at(self) -> float | None:
+        rows = await self._read(sql.NEXT_POLL)
+        return rows[0][0] if rows and rows[0][0] is not None else None
+
+    async def schedule_poll(self, source: str, job_id: str, at: float, attempts: int) -> None:
+        params = (at, attempts, source, job_id)
+        await self._write(lambda db: db.execute(sql.SCHEDULE_POLL, params))
+
+    async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
+        params = (name, owner, now + ttl, now)
+
+        async def op(db: aiosqlite.Connection) -> bool:
+            return bool(await db.execute_fetchall(sql.ACQUIRE_LEASE, params))
+
+        return await self._write(op)
+
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
         return [sql.dispatch_row(r) for r in rows]
@@ -256,7 +285,7 @@ async def _one(db: aiosqlite.Connection, query: str, params: Sequence[Any] = ())
 
 
 async def _ingest(
-    db: aiosqlite.Connection, event: Event, handlers: Sequence[str], now: float
+    db: aiosqlite.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
     if event.message_id is not None:
         inserted = await db.execute_fetchall(sql.INSERT_DELIVERY, sql.delivery_params(event, now))
@@ -264,14 +293,17 @@ async def _ingest(
             cursor = await db.execute(
                 sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id)
             )
-            (state,) = await _one(db, "SELECT state FROM jobs WHERE source = ? AND job_id = ?",
-                                  (event.source, event.job_id))  # fmt: skip
+            (state,) = await _one(
+                db,
+                "SELECT state FROM jobs WHERE source = ? AND job_id = ?",
+                (event.source, event.job_id),
+            )
             return IngestResult("duplicate", event.job_id, State(state), requeued=cursor.rowcount)
     ((state,),) = await db.execute_fetchall(sql.UPSERT_JOB, sql.job_params(event, now))
     completed = False
     if event.state.terminal and state == event.state:
         created = await db.execute_fetchall(
-            sql.INSERT_COMPLETION, sql.completion_params(event, now)
+            sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve)
         )
         if created:
             completed = True

@@ -1,0 +1,104 @@
+"""``kill -9`` between the webhook's 2xx and the handler's completion loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+class HangingDownstream:
+    """Holds the first delivery open forever (the service dies meanwhile); accepts the rest."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        self.first_arrived = asyncio.Event()
+        self.release = asyncio.Event()
+        self.app = Starlette(routes=[Route("/hook", self.hook, methods=["POST"])])
+
+    async def hook(self, request: Request) -> JSONResponse:
+        self.received.append(await request.json())
+        if len(self.received) == 1:
+            self.first_arrived.set()
+            await self.release.wait()
+        return JSONResponse({"ok": True})
+
+
+def _start(config: Path, port: int) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "receiver", "serve", "--config", str(config), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "JOBHOOK_LOG__FORMAT": "json"},
+    )
+
+
+async def _wait_ready(url: str) -> None:
+    async with httpx.AsyncClient() as client, asyncio.timeout(20):
+        while True:
+            try:
+                if (await client.get(f"{url}/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.05)
+
+
+async def test_kill_9_after_the_2xx_still_delivers_after_restart(tmp_path: Path) -> None:
+    downstream = HangingDownstream()
+    async with live_server(downstream.app) as target:
+        config = tmp_path / "jobhook.toml"
+        config.write_text(
+            f"""
+data_dir = "{tmp_path / "data"}"
+[dispatch]
+lease_seconds = 1.5
+[sources.reducto]
+provider = "reducto"
+secrets = ["{SECRET}"]
+[[handlers]]
+name = "forward"
+type = "http"
+url = "{target}/hook"
+timeout = 600
+"""
+        )
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        service = _start(config, port)
+        try:
+            await _wait_ready(url)
+            body = reducto_body("job-crash")
+            async with httpx.AsyncClient() as client:
+                response = await client.post(
+                    f"{url}/webhooks/reducto", content=body, headers=signed_headers(body)
+                )
+            assert response.json()["status"] == "accepted"
+            async with asyncio.timeout(10):
+                await downstream.first_arrived.wait()
+            service.send_signal(signal.SIGKILL)
+            service.wait(timeout=10)
+            service = _start(config, port)
+            await _wait_ready(url)
+            async with asyncio.timeout(20):
+                while len(downstream.received) < 2:
+                    await asyncio.sleep(0.05)
+        finally:
+            downstream.release.set()
+            service.kill()
+            service.wait(timeout=10)
+    assert [r["job_id"] for r in downstream.received] == ["job-crash", "job-crash"]

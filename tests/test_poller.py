@@ -1,0 +1,170 @@
+"""The fallback poller against the simulator: lost webhooks, rate budgets, Retry-After, races."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from receiver.app import create_app
+from receiver.config import load_settings
+from receiver.models import Event, State
+from receiver.sim import Simulator
+from tests.support import SECRET, live_server
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from receiver.config import Settings
+
+API_KEY = "sim-key-123"
+WEBHOOK_PATHS = {"reducto": "reducto", "docurift": "docurift", "knowhere": "knowhere",
+                 "docextract": "docextract"}  # fmt: skip
+
+
+def poll_settings(
+    tmp_path: Path, provider: str, sim_url: str, *, rpm: float = 300, grace: float = 0.3
+) -> Settings:
+    config = tmp_path / f"{provider}.toml"
+    config.write_text(
+        f"""
+data_dir = "{tmp_path / "data"}"
+[results]
+allowed_hosts = ["127.0.0.1"]
+allow_http = true
+allow_private_networks = true
+[sources.{provider}]
+provider = "{provider}"
+secrets = ["{SECRET}"]
+api_base_url = "{sim_url}"
+api_key = "{API_KEY}"
+[sources.{provider}.poll]
+grace_seconds = {grace}
+initial_delay = 0.2
+max_delay = 0.5
+requests_per_minute = {rpm}
+[[handlers]]
+name = "files"
+type = "file"
+dir = "{tmp_path / "out"}"
+backoff_initial = 0.05
+""",
+        encoding="utf-8",
+    )
+    return load_settings(config, environ={})
+
+
+async def _track(app: Any, provider: str, job_ids: list[str]) -> None:
+    for job_id in job_ids:
+        await app.state.ingestor.ingest(
+            Event(
+                source=provider,
+                job_id=job_id,
+                state=State.QUEUED,
+                provider_status="tracked",
+                via="track",
+            )  # fmt: skip
+        )
+
+
+async def _wait_for_files(out: Path, provider: str, job_ids: list[str], timeout: float) -> None:
+    async with asyncio.timeout(timeout):
+        while not all((out / provider / f"{j}.json").exists() for j in job_ids):
+            await asyncio.sleep(0.05)
+
+
+def _api_entries(sim: Simulator) -> list[Any]:
+    return [e for e in sim.log if not e.path.startswith(("/blobs/", "/_sim"))]
+
+
+@pytest.mark.parametrize("provider", ["reducto", "docurift", "knowhere", "docextract"])
+@pytest.mark.timeout(90)
+async def test_every_tracked_job_completes_with_30_percent_of_webhooks_dropped(
+    tmp_path: Path, provider: str
+) -> None:
+    receiver_port_holder: dict[str, str] = {}
+    from tests.support import free_port
+
+    port = free_port()
+    receiver_url = f"http://127.0.0.1:{port}"
+    receiver_port_holder["url"] = receiver_url
+    sim = Simulator(
+        provider, api_key=API_KEY, webhook_url=f"{receiver_url}/webhooks/{provider}",
+        secret=SECRET, drop=0.3, seed=7, duration=1.0, requests_per_minute=300,
+        result_bytes=64 * 1024,
+    )  # fmt: skip
+    async with live_server(sim.app) as sim_url:
+        settings = poll_settings(tmp_path, provider, sim_url)
+        app = create_app(settings)
+        async with live_server(app, port=port):
+            job_ids = sim.create_jobs(10)
+            await _track(app, provider, job_ids)
+            await _wait_for_files(tmp_path / "out", provider, job_ids, timeout=60)
+    documents = [
+        json.loads((tmp_path / "out" / provider / f"{j}.json").read_text()) for j in job_ids
+    ]
+    assert all(d["state"] == "succeeded" for d in documents)
+    assert all(d["result"] is not None and d["result"]["bytes"] > 0 for d in documents)
+    dropped = [d for d in sim.deliveries if d.state == "dropped"]
+    assert dropped, "the simulator dropped no webhook: the poller was not exercised"
+    assert not [e for e in sim.log if e.status == 429], "a request exceeded the budget"
+
+
+@pytest.mark.timeout(60)
+async def test_poller_never_exceeds_the_request_budget(tmp_path: Path) -> None:
+    # No webhooks at all: every job completes through polls, at 60 requests per minute.
+    sim = Simulator("knowhere", api_key=API_KEY, duration=2.0, requests_per_minute=60,
+                    rate_window=60, result_bytes=1024)  # fmt: skip
+    async with live_server(sim.app) as sim_url:
+        settings = poll_settings(tmp_path, "knowhere", sim_url, rpm=60, grace=0.0)
+        app = create_app(settings)
+        async with live_server(app):
+            job_ids = sim.create_jobs(4)
+            await _track(app, "knowhere", job_ids)
+            await _wait_for_files(tmp_path / "out", "knowhere", job_ids, timeout=45)
+    entries = _api_entries(sim)
+    times = sorted(e.t for e in entries)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert all(g >= 60 / 60 * 0.99 for g in gaps), f"requests closer than the budget: {gaps}"
+    assert not [e for e in entries if e.status == 429]
+
+
+@pytest.mark.timeout(60)
+async def test_retry_after_of_a_429_is_respected(tmp_path: Path) -> None:
+    sim = Simulator("knowhere", api_key=API_KEY, duration=0.0, result_bytes=1024)
+    async with live_server(sim.app) as sim_url:
+        settings = poll_settings(tmp_path, "knowhere", sim_url, grace=0.0)
+        app = create_app(settings)
+        async with live_server(app):
+            (job_id,) = sim.create_jobs(1)
+            sim.inject(status=429, retry_after=2, count=1)
+            await _track(app, "knowhere", [job_id])
+            await _wait_for_files(tmp_path / "out", "knowhere", [job_id], timeout=30)
+    entries = _api_entries(sim)
+    assert entries[0].status == 429
+    assert entries[1].t - entries[0].t >= 2.0, "asked again before Retry-After elapsed"
+
+
+async def test_webhook_racing_a_poll_dispatches_once(tmp_path: Path) -> None:
+    from tests.support import reducto_body, signed_headers
+
+    sim = Simulator("reducto", api_key=API_KEY, duration=0.0, result_bytes=1024)
+    async with live_server(sim.app) as sim_url:
+        settings = poll_settings(tmp_path, "reducto", sim_url, grace=0.0)
+        app = create_app(settings)
+        async with live_server(app) as url, httpx.AsyncClient() as client:
+            (job_id,) = sim.create_jobs(1, result="inline")
+            body = reducto_body(job_id)
+            await asyncio.gather(
+                _track(app, "reducto", [job_id]),
+                *(client.post(f"{url}/webhooks/reducto", content=body,
+                              headers=signed_headers(body, msg_id=f"m{n}")) for n in range(3)),
+            )  # fmt: skip
+            await _wait_for_files(tmp_path / "out", "reducto", [job_id], timeout=20)
+            await asyncio.sleep(1.0)  # give a second dispatch every chance to happen
+            store = app.state.store
+            dispatches = await store.dispatches_for("reducto", job_id)
+    assert [(d.handler, d.state, d.attempts) for d in dispatches] == [("files", "succeeded", 1)]
