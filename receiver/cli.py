@@ -47,6 +47,24 @@ def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
         _fail(exc)
 
 
+@main.command()
+@click.option("--jobs", default=12, show_default=True, help="How many jobs to submit.")
+@click.option("--drop", default=0.3, show_default=True, help="Fraction of webhooks lost.")
+@click.option("--seconds", default=90.0, show_default=True, help="Give up after this long.")
+def demo(jobs: int, drop: float, seconds: float) -> None:
+    """Run jobhook against a simulated provider that loses webhooks, and show what happens."""
+    import asyncio
+
+    from rich.console import Console
+
+    from receiver.demo import run_demo
+    from receiver.log import configure_logging
+
+    configure_logging("error", "console")
+    summary = asyncio.run(run_demo(jobs, drop, seconds, Console()))
+    sys.exit(0 if summary["results_written"] == jobs else 1)
+
+
 @main.command("check-config")
 @CONFIG_OPTION
 def check_config(config_path: Path | None) -> None:

@@ -93,6 +93,8 @@ class PollSettings(_Section):
     max_delay: float = Field(60.0, gt=0)
     requests_per_minute: float = Field(60.0, gt=0)
     give_up_after_hours: float = Field(30.0, gt=0)
+    reconcile: bool = False
+    reconcile_interval_seconds: float = Field(600.0, gt=0)
 
 
 def _check_pointer(text: str) -> str:
@@ -211,6 +213,14 @@ class HandlerSettings(_Section):
         """Handler-specific keys (``dir``, ``url``, ...), passed to the handler's factory."""
         return dict(self.model_extra or {})
 
+    def __repr_args__(self) -> Any:
+        # Handler options may hold literal secrets (an http handler's whsec_, a queue URL with a
+        # password): show their keys, never their values.
+        for key, value in super().__repr_args__():
+            if key in type(self).model_fields:
+                yield key, value
+        yield "options", sorted(self.options)
+
     def matches(self, source: str, state: State) -> bool:
         return (self.sources is None or source in self.sources) and (
             self.states is None or state in self.states
@@ -302,8 +312,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def _zero_config(env: dict[str, str]) -> dict[str, Any]:
     """No file: one Reducto source when REDUCTO_WEBHOOK_SECRET is set, else no source at all."""
+    data_dir = env.get("JOBHOOK_DATA_DIR", "data")
     data: dict[str, Any] = {
-        "handlers": [{"name": "files", "type": "file", "dir": "data/out"}],
+        "handlers": [{"name": "files", "type": "file", "dir": f"{data_dir}/out"}],
     }
     if env.get("REDUCTO_WEBHOOK_SECRET"):
         source: dict[str, Any] = {

@@ -127,3 +127,20 @@ def test_handler_naming_unknown_source_is_refused(tmp_path: Path) -> None:
 def test_duplicate_handler_names_are_refused(tmp_path: Path) -> None:
     text = '[[handlers]]\nname = "a"\ntype = "log"\n[[handlers]]\nname = "a"\ntype = "log"\n'
     assert "used twice" in _error(tmp_path, text)
+
+
+def test_handler_options_never_show_their_values_in_reprs(tmp_path: Path) -> None:
+    text = (
+        '[[handlers]]\nname = "fwd"\ntype = "http"\nurl = "https://u:pw@example.com/x"\n'
+        'secret = "whsec_dG9wLXNlY3JldC12YWx1ZS0xMjM0"\n'
+    )
+    settings = _load(tmp_path, text)
+    assert "dG9wLXNlY3JldC12YWx1ZS0xMjM0" not in repr(settings)
+    assert "pw@" not in repr(settings)
+    assert settings.handlers[0].options["url"] == "https://u:pw@example.com/x"  # type: ignore[attr-defined]
+
+
+def test_zero_config_file_handler_follows_the_data_dir() -> None:
+    settings = load_settings(None, environ={"JOBHOOK_DATA_DIR": "/srv/jh"})
+    assert settings.handlers[0].options["dir"] == "/srv/jh/out"
+    assert settings.store.url == "sqlite:////srv/jh/jobhook.db"
