@@ -102,3 +102,56 @@ timeout = 600
             service.kill()
             service.wait(timeout=10)
     assert [r["job_id"] for r in downstream.received] == ["job-crash", "job-crash"]
+
+
+async def test_sigterm_stops_within_the_grace_and_releases_claimed_work(tmp_path: Path) -> None:
+    import sqlite3
+    import time
+
+    downstream = HangingDownstream()
+    async with live_server(downstream.app) as target:
+        config = tmp_path / "jobhook.toml"
+        config.write_text(
+            f"""
+data_dir = "{tmp_path / "data"}"
+[server]
+shutdown_grace_seconds = 1
+[dispatch]
+lease_seconds = 600
+[sources.reducto]
+provider = "reducto"
+secrets = ["{SECRET}"]
+[[handlers]]
+name = "forward"
+type = "http"
+url = "{target}/hook"
+timeout = 600
+"""
+        )
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        service = _start(config, port)
+        try:
+            await _wait_ready(url)
+            body = reducto_body("job-term")
+            async with httpx.AsyncClient() as client:
+                await client.post(
+                    f"{url}/webhooks/reducto", content=body, headers=signed_headers(body)
+                )
+            async with asyncio.timeout(10):
+                await downstream.first_arrived.wait()
+            started = time.monotonic()
+            service.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(service.wait, 15)
+            elapsed = time.monotonic() - started
+        finally:
+            downstream.release.set()
+            if service.poll() is None:
+                service.kill()
+                service.wait(timeout=10)
+    # uvicorn re-raises SIGTERM after a clean shutdown, as the conventional exit for it.
+    assert code in (0, -signal.SIGTERM)
+    assert elapsed < 8, f"shutdown took {elapsed:.1f}s with a 1s grace"
+    with sqlite3.connect(tmp_path / "data" / "jobhook.db") as db:
+        state, owner = db.execute("SELECT state, lease_owner FROM dispatches").fetchone()
+    assert (state, owner) == ("pending", None), "the claim was not released for another worker"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,7 @@ async def _track(app: Any, provider: str, job_ids: list[str]) -> None:
                 state=State.QUEUED,
                 provider_status="tracked",
                 via="track",
-            )  # fmt: skip
+            )
         )
 
 
@@ -127,7 +128,7 @@ async def test_poller_never_exceeds_the_request_budget(tmp_path: Path) -> None:
             await _wait_for_files(tmp_path / "out", "knowhere", job_ids, timeout=45)
     entries = _api_entries(sim)
     times = sorted(e.t for e in entries)
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert all(g >= 60 / 60 * 0.99 for g in gaps), f"requests closer than the budget: {gaps}"
     assert not [e for e in entries if e.status == 429]
 
@@ -168,3 +169,100 @@ async def test_webhook_racing_a_poll_dispatches_once(tmp_path: Path) -> None:
             store = app.state.store
             dispatches = await store.dispatches_for("reducto", job_id)
     assert [(d.handler, d.state, d.attempts) for d in dispatches] == [("files", "succeeded", 1)]
+
+
+async def _poller_parts(tmp_path: Path, sim_url: str, **kw: Any) -> tuple[Any, Any, Any]:
+    import httpx as _httpx
+
+    from receiver.ingest import Ingestor
+    from receiver.jobapi import JobAPI
+    from receiver.poller import Poller
+    from receiver.providers import get_provider
+    from receiver.ratelimit import RateLimiter
+    from receiver.secret import Secret
+    from receiver.store.sqlite import SQLiteStore
+
+    settings = poll_settings(tmp_path, "reducto", sim_url)
+    store = SQLiteStore(tmp_path / "poll.db")
+    await store.open()
+    client = _httpx.AsyncClient()
+    api = JobAPI(source="reducto", provider=get_provider("reducto"), base_url=sim_url,
+                 api_key=Secret(API_KEY), client=client, limiter=RateLimiter(600))  # fmt: skip
+    poll = {"reducto": settings.sources["reducto"].poll}
+    ingestor = Ingestor(store, settings.handlers, resolving={"reducto"}, polling=poll)
+    poller = Poller(store, ingestor, {"reducto": api}, poll, **kw)
+    return store, client, poller
+
+
+async def test_only_one_poller_leads_per_store(tmp_path: Path) -> None:
+    sim = Simulator("reducto", api_key=API_KEY, duration=0.0)
+    async with live_server(sim.app) as sim_url:
+        store, client, first = await _poller_parts(tmp_path, sim_url, owner="a")
+        try:
+            from receiver.poller import Poller
+
+            second = Poller(store, first.ingestor, first.apis, first.settings, owner="b")
+            await first.run_once()
+            await second.run_once()
+            assert (first.leader, second.leader) == (True, False)
+            await first.run_once()
+            assert first.leader
+        finally:
+            await client.aclose()
+            await store.close()
+
+
+async def test_job_past_give_up_after_hours_becomes_expired(tmp_path: Path) -> None:
+    import time
+
+    sim = Simulator("reducto", api_key=API_KEY, duration=10_000.0)
+    async with live_server(sim.app) as sim_url:
+        later = time.time() + 31 * 3600
+        store, client, poller = await _poller_parts(tmp_path, sim_url, clock=lambda: later)
+        try:
+            (job_id,) = sim.create_jobs(1)
+            await _track_ingestor(poller.ingestor, "reducto", job_id)
+            job = await store.get_job("reducto", job_id)
+            await poller.poll_job(job)
+            job = await store.get_job("reducto", job_id)
+            assert job.state == "expired"
+            assert "no terminal status" in job.error
+            assert await store.completion_for("reducto", job_id) is not None
+        finally:
+            await client.aclose()
+            await store.close()
+
+
+async def test_poll_records_progress_and_schedules_the_next_poll(tmp_path: Path) -> None:
+    sim = Simulator("knowhere", api_key=API_KEY, duration=10_000.0, pages=120)
+    async with live_server(sim.app) as sim_url:
+        from receiver.ingest import Ingestor
+        from receiver.jobapi import JobAPI
+        from receiver.providers import get_provider
+        from receiver.ratelimit import RateLimiter
+        from receiver.secret import Secret
+
+        store, client, poller = await _poller_parts(tmp_path, sim_url)
+        api = JobAPI(source="reducto", provider=get_provider("knowhere"), base_url=sim_url,
+                     api_key=Secret(API_KEY), client=client, limiter=RateLimiter(600))  # fmt: skip
+        poller.apis["reducto"] = api
+        assert isinstance(poller.ingestor, Ingestor)
+        try:
+            (job_id,) = sim.create_jobs(1, pages=120)
+            await asyncio.sleep(1.0)
+            await _track_ingestor(poller.ingestor, "reducto", job_id)
+            await poller.poll_job(await store.get_job("reducto", job_id))
+            job = await store.get_job("reducto", job_id)
+            assert job.state in ("queued", "running")
+            assert job.progress_total == 120
+            assert job.poll_attempts == 1
+        finally:
+            await client.aclose()
+            await store.close()
+
+
+async def _track_ingestor(ingestor: Any, source: str, job_id: str) -> None:
+    await ingestor.ingest(
+        Event(source=source, job_id=job_id, state=State.QUEUED, provider_status="tracked",
+              via="track")
+    )  # fmt: skip
