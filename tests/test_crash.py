@@ -58,15 +58,16 @@ async def _wait_ready(url: str) -> None:
             await asyncio.sleep(0.05)
 
 
-async def test_kill_9_after_the_2xx_still_delivers_after_restart(tmp_path: Path) -> None:
-    downstream = HangingDownstream()
-    async with live_server(downstream.app) as target:
-        config = tmp_path / "jobhook.toml"
-        config.write_text(
-            f"""
+def _config(tmp_path: Path, target: str, *, lease: float, grace: float = 10) -> Path:
+    """A service config whose one handler POSTs to ``target`` and may wait there for long."""
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f"""
 data_dir = "{tmp_path / "data"}"
+[server]
+shutdown_grace_seconds = {grace}
 [dispatch]
-lease_seconds = 1.5
+lease_seconds = {lease}
 [sources.reducto]
 provider = "reducto"
 secrets = ["{SECRET}"]
@@ -76,20 +77,33 @@ type = "http"
 url = "{target}/hook"
 timeout = 600
 """
+    )
+    return config
+
+
+async def _deliver_and_wait_for_handler(
+    url: str, job_id: str, downstream: HangingDownstream
+) -> None:
+    await _wait_ready(url)
+    body = reducto_body(job_id)
+    async with httpx.AsyncClient() as client:
+        response = await client.post(
+            f"{url}/webhooks/reducto", content=body, headers=signed_headers(body)
         )
+    assert response.json()["status"] == "accepted"
+    async with asyncio.timeout(10):
+        await downstream.first_arrived.wait()
+
+
+async def test_kill_9_after_the_2xx_still_delivers_after_restart(tmp_path: Path) -> None:
+    downstream = HangingDownstream()
+    async with live_server(downstream.app) as target:
+        config = _config(tmp_path, target, lease=1.5)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         service = _start(config, port)
         try:
-            await _wait_ready(url)
-            body = reducto_body("job-crash")
-            async with httpx.AsyncClient() as client:
-                response = await client.post(
-                    f"{url}/webhooks/reducto", content=body, headers=signed_headers(body)
-                )
-            assert response.json()["status"] == "accepted"
-            async with asyncio.timeout(10):
-                await downstream.first_arrived.wait()
+            await _deliver_and_wait_for_handler(url, "job-crash", downstream)
             service.send_signal(signal.SIGKILL)
             service.wait(timeout=10)
             service = _start(config, port)
@@ -110,36 +124,12 @@ async def test_sigterm_stops_within_the_grace_and_releases_claimed_work(tmp_path
 
     downstream = HangingDownstream()
     async with live_server(downstream.app) as target:
-        config = tmp_path / "jobhook.toml"
-        config.write_text(
-            f"""
-data_dir = "{tmp_path / "data"}"
-[server]
-shutdown_grace_seconds = 1
-[dispatch]
-lease_seconds = 600
-[sources.reducto]
-provider = "reducto"
-secrets = ["{SECRET}"]
-[[handlers]]
-name = "forward"
-type = "http"
-url = "{target}/hook"
-timeout = 600
-"""
-        )
+        config = _config(tmp_path, target, lease=600, grace=1)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         service = _start(config, port)
         try:
-            await _wait_ready(url)
-            body = reducto_body("job-term")
-            async with httpx.AsyncClient() as client:
-                await client.post(
-                    f"{url}/webhooks/reducto", content=body, headers=signed_headers(body)
-                )
-            async with asyncio.timeout(10):
-                await downstream.first_arrived.wait()
+            await _deliver_and_wait_for_handler(url, "job-term", downstream)
             started = time.monotonic()
             service.send_signal(signal.SIGTERM)
             code = await asyncio.to_thread(service.wait, 15)
