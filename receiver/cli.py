@@ -71,10 +71,12 @@ def check_config(config_path: Path | None) -> None:
     """Validate the configuration (secrets resolved, handlers loaded) and exit."""
     from receiver.app import build_sources
     from receiver.config import load_settings
+    from receiver.runtime import load_handlers
 
     try:
         settings = load_settings(config_path)
         build_sources(settings)
+        load_handlers(settings)
     except ConfigError as exc:
         _fail(exc)
     click.echo(

@@ -1,0 +1,47 @@
+"""The CLI's configuration commands: clear errors, exit codes, nothing secret printed."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from click.testing import CliRunner
+
+from receiver.cli import main
+from tests.support import SECRET
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _config(tmp_path: Path, handler: str) -> str:
+    path = tmp_path / "jobhook.toml"
+    path.write_text(
+        f'data_dir = "{tmp_path}"\n[sources.reducto]\nprovider = "reducto"\n'
+        f'secrets = ["{SECRET}"]\n{handler}'
+    )
+    return str(path)
+
+
+def test_check_config_accepts_a_good_config(tmp_path: Path) -> None:
+    config = _config(tmp_path, '[[handlers]]\nname = "a"\ntype = "log"\n')
+    result = CliRunner().invoke(main, ["check-config", "--config", config])
+    assert result.exit_code == 0, result.output
+    assert "1 source(s), 1 handler(s)" in result.output
+    assert SECRET.removeprefix("whsec_") not in result.output
+
+
+def test_check_config_names_a_handler_that_cannot_load(tmp_path: Path) -> None:
+    config = _config(tmp_path, '[[handlers]]\nname = "broken"\ntype = "nope.module:thing"\n')
+    result = CliRunner().invoke(main, ["check-config", "--config", config])
+    assert result.exit_code == 2
+    assert "broken" in result.output
+    assert "nope.module" in result.output
+
+
+def test_serve_refuses_to_start_with_a_bad_secret(tmp_path: Path) -> None:
+    path = tmp_path / "jobhook.toml"
+    path.write_text('[sources.reducto]\nprovider = "reducto"\nsecrets = ["env:MISSING_SECRET"]\n')
+    result = CliRunner().invoke(main, ["serve", "--config", str(path)])
+    assert result.exit_code == 2
+    assert "sources.reducto.secrets.0" in result.output
+    assert "MISSING_SECRET" in result.output
