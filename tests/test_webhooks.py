@@ -224,3 +224,25 @@ async def test_store_that_cannot_commit_answers_503_and_acknowledges_nothing(
 async def test_health_endpoints(client: httpx.AsyncClient) -> None:
     assert (await client.get("/healthz")).json() == {"status": "ok"}
     assert (await client.get("/readyz")).json() == {"status": "ready"}
+
+
+async def test_many_webhooks_on_a_locked_store_all_get_503_promptly(settings: Settings) -> None:
+    async with live_server(create_app(settings)) as url, httpx.AsyncClient(base_url=url) as c:
+        blocker = sqlite3.connect(settings.store.url.removeprefix("sqlite:///"), timeout=0)
+        blocker.execute("BEGIN EXCLUSIVE")
+        try:
+            bodies = [reducto_body(f"job-lock-{n}") for n in range(20)]
+            # A batch that cannot begin fails as a whole: 20 webhooks wait one busy timeout,
+            # not twenty of them in a row (which would exceed the client's timeout).
+            responses = await asyncio.gather(
+                *(
+                    c.post("/webhooks/reducto", content=b,
+                           headers=signed_headers(b, msg_id=f"m{n}"), timeout=20)
+                    for n, b in enumerate(bodies)
+                )
+            )  # fmt: skip
+        finally:
+            blocker.rollback()
+            blocker.close()
+    assert {r.status_code for r in responses} == {503}
+    assert _count(settings, "deliveries") == 0

@@ -116,28 +116,24 @@ class SQLiteStore(Store):
         assert self._db is not None
         db = self._db
         results: list[Any] = []
+        current: _Write | None = None
         try:
             await db.execute("BEGIN IMMEDIATE")
             for op in batch:
+                current = op
                 results.append(await op.fn(db))
+            current = None
             await db.execute("COMMIT")
         except Exception as exc:
             with contextlib.suppress(Exception):
                 await db.execute("ROLLBACK")
-            if len(batch) > 1:
-                # One bad operation must not fail its neighbours: retry each on its own.
-                for op in batch:
-                    await self._commit([op])
+            if current is not None and len(batch) > 1:
+                # One bad operation must not fail its neighbours: fail it, commit the rest.
+                _fail([current], exc)
+                await self._commit([op for op in batch if op is not current])
                 return
-            error = (
-                exc
-                if isinstance(exc, JobhookError)
-                else StoreUnavailableError(f"SQLite write failed: {exc}")
-            )
-            if not isinstance(exc, JobhookError):
-                log.error("store_write_failed", error=str(exc))
-            if not batch[0].future.done():
-                batch[0].future.set_exception(error)
+            # BEGIN or COMMIT failed (locked, disk full, read-only): nothing was stored.
+            _fail(batch, exc)
             return
         for op, result in zip(batch, results, strict=True):
             if not op.future.done():
@@ -277,6 +273,17 @@ class SQLiteStore(Store):
             f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
         )
         return sql.completion_row(rows[0]) if rows else None
+
+
+def _fail(ops: list[_Write], exc: Exception) -> None:
+    if isinstance(exc, JobhookError):
+        error: JobhookError = exc
+    else:
+        log.error("store_write_failed", error=str(exc), operations=len(ops))
+        error = StoreUnavailableError(f"SQLite write failed: {exc}")
+    for op in ops:
+        if not op.future.done():
+            op.future.set_exception(error)
 
 
 async def _one(db: aiosqlite.Connection, query: str, params: Sequence[Any] = ()) -> Any:
