@@ -1,0 +1,284 @@
+"""The ``rabbitmq`` handler: publish each completion over AMQP 0-9-1 (extra ``jobhook[rabbitmq]``).
+
+Messages are persistent, ``application/json``, with ``message_id`` set to the completion's
+stable message id (the same on every retry, so consumers de-duplicate on it). They are
+published with publisher confirms and ``mandatory``: ``handle`` returns only once the broker
+has confirmed the message, and raises when it is nacked or cannot be routed to any queue.
+With ``queue`` set, that queue is declared durable (and bound to ``exchange`` with
+``routing_key``) whenever the handler connects. The connection is robust: after a broker
+restart it reconnects and restores the channel and declarations in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+import structlog
+
+from receiver.errors import RetryableError
+from receiver.secret import Secret, resolve_secret
+
+if TYPE_CHECKING:
+    from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
+
+    from receiver.completion import Completion
+
+log = structlog.get_logger("handlers.rabbitmq")
+
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+SCHEMES = ("amqp", "amqps")
+INSTALL_HINT = "install jobhook[rabbitmq] (uv sync --extra rabbitmq)"
+RECONNECT_INTERVAL_SECONDS = 1.0
+
+
+class RabbitMQHandler:
+    """Publishes each completion to ``exchange`` with ``routing_key``, confirmed by the broker."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str | Secret = DEFAULT_URL,
+        exchange: str = "",
+        routing_key: str | None = None,
+        queue: str | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        _require_extra()
+        self.name = name
+        if not isinstance(exchange, str):
+            raise ValueError("'exchange' must be a string ('' is the default exchange)")
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ValueError("'queue' must be a non-empty string")
+        if routing_key is None:
+            routing_key = queue
+        if not isinstance(routing_key, str):
+            raise ValueError("'routing_key' must be a string; it is required unless 'queue' is set")
+        if not exchange and queue is not None and routing_key != queue:
+            raise ValueError(
+                "with the default exchange, 'routing_key' must be the queue's name (or left out)"
+            )
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+            raise ValueError("'timeout' must be a positive number of seconds")
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.queue = queue
+        self.timeout = float(timeout)
+        self._url = _resolve_url(url)
+        self.display_url = _display(self._url.reveal())
+        self._connection: AbstractRobustConnection | None = None
+        self._channel: AbstractRobustChannel | None = None
+        self._exchange: AbstractExchange | None = None
+        self._declared = False
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"RabbitMQHandler(name={self.name!r}, url={self.display_url!r}, "
+            f"exchange={self.exchange!r}, routing_key={self.routing_key!r}, queue={self.queue!r})"
+        )
+
+    async def start(self) -> None:
+        """Connect (and declare ``queue``); if the broker is down, deliveries retry and connect."""
+        try:
+            await self._ready()
+        except RetryableError as exc:
+            log.warning("rabbitmq_unavailable", handler=self.name, error=str(exc))
+
+    async def close(self) -> None:
+        """Close the connection; a later ``handle`` opens a new one."""
+        connection = self._connection
+        self._connection, self._channel, self._exchange = None, None, None
+        if connection is not None:
+            await connection.close()
+
+    async def handle(self, completion: Completion) -> None:
+        """Publish and wait for the broker's confirm; RetryableError on anything else."""
+        from aio_pika import DeliveryMode, Message
+        from aio_pika.exceptions import CONNECTION_EXCEPTIONS, DeliveryError, PublishError
+
+        exchange = await self._ready()
+        message = Message(
+            completion.to_json(),
+            content_type="application/json",
+            delivery_mode=DeliveryMode.PERSISTENT,
+            message_id=dedupe_id(completion.message_id),
+            app_id="jobhook",
+            type="jobhook.completion",
+        )
+        target = f"exchange {self.exchange or '(default)'!r}, routing key {self.routing_key!r}"
+        try:
+            # A robust channel waits for its reconnection: bounded here.
+            async with asyncio.timeout(self.timeout):
+                await exchange.publish(
+                    message, self.routing_key, mandatory=True, timeout=self.timeout
+                )
+        except PublishError as exc:  # Basic.Return: no queue is bound for the routing key
+            self._declared = False  # the queue may have been deleted: declare it again
+            raise RetryableError(
+                f"RabbitMQ at {self.display_url} could not route the message ({target}): "
+                f"{exc.args[0] if exc.args else 'unroutable'}"
+            ) from exc
+        except DeliveryError as exc:  # Basic.Nack: the broker did not take responsibility
+            raise RetryableError(
+                f"RabbitMQ at {self.display_url} refused the message ({target})"
+            ) from exc
+        except TimeoutError as exc:
+            raise RetryableError(
+                f"RabbitMQ at {self.display_url} did not confirm the message ({target}) "
+                f"within {self.timeout}s"
+            ) from exc
+        except CONNECTION_EXCEPTIONS as exc:
+            raise RetryableError(
+                f"publishing to RabbitMQ at {self.display_url} ({target}) failed: "
+                f"{self._describe(exc)}"
+            ) from exc
+        log.debug(
+            "rabbitmq_published",
+            handler=self.name,
+            job_id=completion.job_id,
+            exchange=self.exchange,
+            routing_key=self.routing_key,
+        )
+
+    async def _ready(self) -> AbstractExchange:
+        """The exchange to publish to, on a connection made now if there is none."""
+        async with self._lock:
+            if self._connection is None or self._connection.is_closed:
+                self._connection, self._channel, self._exchange = None, None, None
+                self._connection, self._channel, self._exchange = await self._connect()
+                self._declared = False
+            if self.queue is not None and not self._declared:
+                assert self._channel is not None
+                await self._declare(self._channel, self.queue)
+                self._declared = True
+            assert self._exchange is not None
+            return self._exchange
+
+    async def _connect(
+        self,
+    ) -> tuple[AbstractRobustConnection, AbstractRobustChannel, AbstractExchange]:
+        import aio_pika
+        from aio_pika.exceptions import CONNECTION_EXCEPTIONS
+
+        try:
+            # aio-pika bounds the connect (and its handshake) itself: cancelling it from outside
+            # would leave its reconnection task running with no connection object to close.
+            connection = await aio_pika.connect_robust(
+                self._url.reveal(),
+                timeout=self.timeout,
+                reconnect_interval=RECONNECT_INTERVAL_SECONDS,
+                client_properties={"connection_name": f"jobhook {self.name}"},
+            )
+        except (*CONNECTION_EXCEPTIONS, TimeoutError) as exc:
+            raise RetryableError(
+                f"connecting to RabbitMQ at {self.display_url} failed: {self._describe(exc)}"
+            ) from exc
+        try:
+            async with asyncio.timeout(self.timeout):
+                channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+                if self.exchange:
+                    exchange = await channel.get_exchange(self.exchange, ensure=True)
+                else:
+                    exchange = channel.default_exchange
+        except BaseException as exc:
+            await connection.close()
+            if isinstance(exc, (*CONNECTION_EXCEPTIONS, TimeoutError)):
+                raise RetryableError(
+                    f"connecting to RabbitMQ at {self.display_url} failed: {self._describe(exc)}"
+                ) from exc
+            raise
+        log.info("rabbitmq_connected", handler=self.name, url=self.display_url)
+        return connection, channel, exchange
+
+    async def _declare(self, channel: AbstractRobustChannel, name: str) -> None:
+        """Declare the queue durable and bind it; the robust channel redoes this on reconnect."""
+        from aio_pika.exceptions import CONNECTION_EXCEPTIONS
+
+        try:
+            async with asyncio.timeout(self.timeout):
+                queue = await channel.declare_queue(name, durable=True)
+                if self.exchange:
+                    await queue.bind(self.exchange, self.routing_key)
+        except (*CONNECTION_EXCEPTIONS, TimeoutError) as exc:
+            raise RetryableError(
+                f"declaring queue {name!r} on RabbitMQ at {self.display_url} failed: "
+                f"{self._describe(exc)}"
+            ) from exc
+        log.info(
+            "rabbitmq_queue_declared",
+            handler=self.name,
+            queue=name,
+            exchange=self.exchange,
+            routing_key=self.routing_key,
+        )
+
+    def _describe(self, exc: BaseException) -> str:
+        if str(exc):
+            text = f"{type(exc).__name__}: {exc}"
+        elif isinstance(exc, TimeoutError):
+            text = f"TimeoutError: no answer within {self.timeout}s"
+        else:
+            text = type(exc).__name__
+        password = urlsplit(self._url.reveal()).password
+        if password:
+            text = text.replace(password, "***").replace(unquote(password), "***")
+        return text
+
+
+def _require_extra() -> None:
+    try:
+        importlib.import_module("aio_pika")
+    except ImportError as exc:
+        raise ImportError(
+            f"the rabbitmq handler needs the 'aio-pika' package: {INSTALL_HINT}"
+        ) from exc
+
+
+def _resolve_url(url: str | Secret) -> Secret:
+    """``url`` may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
+    if isinstance(url, Secret):
+        value = url.reveal()
+    elif isinstance(url, str):
+        try:
+            value = resolve_secret(url)
+        except ValueError as exc:
+            raise ValueError(f"'url': {exc}") from None
+    else:
+        raise ValueError("'url' must be a string: a literal, 'env:NAME' or 'file:PATH'")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise ValueError("'url' is not a valid URL") from None
+    if parts.scheme not in SCHEMES or not parts.hostname:
+        raise ValueError("'url' must be an amqp:// or amqps:// URL with a host")
+    return Secret(value)
+
+
+def _display(url: str) -> str:
+    """The URL without credentials or query string, for messages and logs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
+    return f"{parts.scheme}://{host}:{port}{parts.path or '/'}"
+
+
+def dedupe_id(message_id: str) -> str:
+    """The completion's message id, or a stable ``jh_`` hash of it when it cannot travel as-is.
+
+    The same rule in every queue handler: at most 255 bytes of UTF-8 (AMQP's short string), no
+    control characters.
+    """
+    try:
+        size = len(message_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = 256
+    if size <= 255 and message_id.isprintable():
+        return message_id
+    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return "jh_" + digest[:40]
