@@ -11,7 +11,10 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from receiver import health, webhooks
+from receiver.admin import admin_routes
 from receiver.errors import RejectedError, RetryableError
+from receiver.metrics import Metrics, metrics_endpoint
+from receiver.openapi import openapi_endpoint
 from receiver.providers import get_provider
 from receiver.runtime import Runtime, load_handlers
 from receiver.signatures import build_verifier
@@ -60,11 +63,14 @@ def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
     """
     sources = build_sources(settings)
     handlers = load_handlers(settings)
+    metrics = Metrics(sources)
+    admin = admin_routes(settings.server.admin_token)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        runtime = Runtime(settings, handlers, store)
+        runtime = Runtime(settings, handlers, store, metrics)
         await runtime.start()
+        metrics.runtime = runtime
         app.state.runtime = runtime
         app.state.store = runtime.store
         app.state.ingestor = runtime.ingestor
@@ -73,6 +79,8 @@ def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
         )
         if not sources:
             log.warning("no_sources", hint="every webhook will answer 404 until one is configured")
+        if not admin:
+            log.info("admin_routes_off", hint="set server.admin_token to serve /jobs and /events")
         try:
             yield
         finally:
@@ -84,6 +92,9 @@ def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
             Route("/webhooks/{source}", webhooks.receive, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/openapi.json", openapi_endpoint, methods=["GET"]),
+            *admin,
         ],
         exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
         lifespan=lifespan,
@@ -91,4 +102,5 @@ def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
     app.state.settings = settings
     app.state.sources = sources
     app.state.max_body_bytes = settings.server.max_body_bytes
+    app.state.metrics = metrics
     return app

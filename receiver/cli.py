@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from receiver.cli_jobs import COMMANDS
 from receiver.errors import ConfigError
 from receiver.sim.command import simulate
 
@@ -26,6 +27,8 @@ def main() -> None:
 
 
 main.add_command(simulate)
+for command in COMMANDS:  # jobs, replay, track, wait (receiver.cli_jobs)
+    main.add_command(command)
 
 
 def _fail(exc: ConfigError) -> None:

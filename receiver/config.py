@@ -232,6 +232,15 @@ class DispatchSettings(_Section):
     lease_seconds: float = Field(60.0, gt=0)
 
 
+class RetentionSettings(_Section):
+    """``[retention]``: what is purged, and when; work not yet delivered never is."""
+
+    # A purged delivery no longer dedupes a resend, so keep more than Svix's ~27.5 h of retries.
+    max_age_days: float | None = Field(None, ge=2)
+    delete_results_when_delivered: bool = False
+    interval_seconds: float = Field(300.0, gt=0)
+
+
 class LogSettings(_Section):
     level: str = "info"
     format: str = Field("auto", pattern="^(auto|json|console)$")
@@ -245,6 +254,7 @@ class Settings(_Section):
     store: StoreSettings = StoreSettings()
     results: ResultsSettings = ResultsSettings()
     dispatch: DispatchSettings = DispatchSettings()
+    retention: RetentionSettings = RetentionSettings()
     log: LogSettings = LogSettings()
     sources: dict[str, SourceSettings] = {}
     handlers: tuple[HandlerSettings, ...] = ()

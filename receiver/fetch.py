@@ -89,6 +89,8 @@ class ResultFetcher:
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
         self._retry_after_max = retry_after_max
+        self.bytes_fetched = 0
+        """Bytes of every result downloaded in full (metric ``jobhook_result_bytes_fetched``)."""
 
     async def aclose(self) -> None:
         if self._owns_client:
@@ -138,6 +140,7 @@ class ResultFetcher:
                 log.warning("result_url_refused", host=parsed.host, reason=str(exc))
                 raise
             else:
+                self.bytes_fetched += info.bytes
                 seconds = round(time.monotonic() - started, 3)
                 log.info(
                     "result_fetched",

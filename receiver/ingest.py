@@ -28,6 +28,7 @@ class Ingestor:
         resolving: Collection[str] = (),
         polling: Mapping[str, PollSettings] | None = None,
         clock: Callable[[], float] = time.time,
+        notify: Callable[[Event, IngestResult], None] = lambda event, result: None,
     ) -> None:
         self._store = store
         self._handlers = tuple(handlers)
@@ -35,6 +36,7 @@ class Ingestor:
         self._resolving = frozenset(resolving)
         self._polling = dict(polling or {})
         self._clock = clock
+        self._notify = notify
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         """Events by (via, outcome): outcome is completed, accepted or duplicate."""
 
@@ -54,6 +56,8 @@ class Ingestor:
         result = await self._store.ingest(event, handlers, resolve=resolve)
         if result.completed or result.requeued:
             self._wake()
+        if result.status == "accepted":
+            self._notify(event, result)  # long-polls and the event stream
         outcome = "completed" if result.completed else result.status
         self.counts[event.via, outcome] += 1
         return result

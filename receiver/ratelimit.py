@@ -38,6 +38,7 @@ class RateLimiter:
         self._sleep = sleep
         self._next = 0.0
         self.waited = 0.0
+        self.waits = 0
 
     async def acquire(self) -> None:
         """Wait for the next free slot, and take it."""
@@ -45,6 +46,7 @@ class RateLimiter:
         slot = max(now, self._next)
         self._next = slot + self.interval
         if slot > now:
+            self.waits += 1
             self.waited += slot - now
             await self._sleep(slot - now)
 

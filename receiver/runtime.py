@@ -14,15 +14,18 @@ from receiver.dispatcher import Dispatcher
 from receiver.fetch import ResultFetcher
 from receiver.ingest import Ingestor
 from receiver.jobapi import JobAPI
+from receiver.notifier import Notifier
 from receiver.poller import Poller
 from receiver.providers import get_provider
 from receiver.ratelimit import RateLimiter
 from receiver.resolver import Resolver
+from receiver.retention import Retention
 from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
     from handlers import Handler
     from receiver.config import Settings
+    from receiver.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 
@@ -36,7 +39,11 @@ class Runtime:
     """Store, HTTP clients, job APIs, handlers, dispatcher: everything a lifespan owns."""
 
     def __init__(
-        self, settings: Settings, handlers: dict[str, Handler], store: Store | None = None
+        self,
+        settings: Settings,
+        handlers: dict[str, Handler],
+        store: Store | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.handlers = handlers
@@ -44,6 +51,8 @@ class Runtime:
         self._stack = contextlib.AsyncExitStack()
         self._stop = asyncio.Event()
         self.apis: dict[str, JobAPI] = {}
+        self.metrics = metrics
+        self.notifier = Notifier()
 
     async def start(self) -> None:
         """Open everything; on failure, close what was opened and re-raise."""
@@ -75,8 +84,11 @@ class Runtime:
                         source=name,
                         hint="set api_base_url and api_key to fetch results and poll",
                     )
-            fetcher = ResultFetcher(settings.results)
+            fetcher = self.fetcher = ResultFetcher(settings.results)
             stack.push_async_callback(fetcher.aclose)
+            self.retention = Retention(
+                self.store, settings.retention, settings.results.dir, metrics=self.metrics
+            )
             for handler in self.handlers.values():
                 start = getattr(handler, "start", None)
                 if start is not None:
@@ -91,6 +103,7 @@ class Runtime:
                 Resolver(dict(self.apis), fetcher, settings.results.dir),
                 concurrency=settings.dispatch.concurrency,
                 lease_seconds=settings.dispatch.lease_seconds,
+                on_delivered=self._delivered,
             )
             polling = {
                 name: settings.sources[name].poll
@@ -103,6 +116,7 @@ class Runtime:
                 wake=self.dispatcher.wake,
                 resolving=set(self.apis),
                 polling=polling,
+                notify=self.notifier.notify,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling)
             task = asyncio.create_task(
@@ -112,9 +126,17 @@ class Runtime:
             stack.push_async_callback(self._stop_task, task)
             poller = asyncio.create_task(self.poller.run(self._stop), name="poller")
             stack.push_async_callback(self._stop_task, poller)
+            purger = asyncio.create_task(self.retention.run(self._stop), name="retention")
+            stack.push_async_callback(self._stop_task, purger)
         except BaseException:
             await stack.aclose()
             raise
+
+    def _delivered(self, handler: str, outcome: str, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.delivered(handler, outcome, seconds)
+        if outcome == "succeeded":
+            self.retention.wake()
 
     async def _stop_task(self, task: asyncio.Task[None]) -> None:
         self._stop.set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,7 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 async def receive(request: Request) -> JSONResponse:
+    started = time.perf_counter()
     state = request.app.state
     name: str = request.path_params["source"]
     source: Source | None = state.sources.get(name)
@@ -75,10 +77,13 @@ async def receive(request: Request) -> JSONResponse:
         result = await ingestor.ingest(event)
     except RejectedError as exc:
         bound.warning("webhook_rejected", outcome=exc.reason, status=exc.status_code)
+        state.metrics.webhook(name, "rejected", time.perf_counter() - started, exc.reason)
         raise
     except JobhookError as exc:
         bound.error("webhook_failed", outcome=type(exc).__name__, error=str(exc))
+        state.metrics.webhook(name, "failed", time.perf_counter() - started)
         raise
+    state.metrics.webhook(name, result.status, time.perf_counter() - started)
     bound.info("webhook_" + result.status, state=result.state.value, completed=result.completed)
     return JSONResponse(
         {"status": result.status, "job_id": result.job_id, "state": result.state.value}

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event, IngestResult, State
+    from receiver.store.views import Backlog, DeliveryRow, JobFilter, JobKey, JobListing, JobStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,8 @@ class Resolution:
     error: str | None = None
     state: State | None = None
     provider_status: str | None = None
+    confidence: float | None = None
+    """The job-level confidence the result reports (its least confident field), if any."""
 
 
 class Store(abc.ABC):
@@ -190,3 +193,48 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
         """A job's completion, or None while it is not terminal."""
+
+    # Queries for the admin API
+
+    @abc.abstractmethod
+    async def list_jobs(
+        self, where: JobFilter, *, limit: int, after: JobKey | None = None
+    ) -> list[JobListing]:
+        """Up to ``limit`` jobs matching ``where``, newest first, strictly after ``after``."""
+
+    @abc.abstractmethod
+    async def deliveries_for(self, source: str, job_id: str) -> list[DeliveryRow]:
+        """A job's webhook deliveries, oldest first."""
+
+    @abc.abstractmethod
+    async def job_stats(self, since: float) -> JobStats:
+        """Totals, states, sources, durations and handler failures of jobs created since."""
+
+    @abc.abstractmethod
+    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
+        """Completions with an id above ``after_id``, in id order (the event stream)."""
+
+    @abc.abstractmethod
+    async def last_completion_id(self) -> int:
+        """The highest completion id so far, 0 when there is none."""
+
+    @abc.abstractmethod
+    async def backlog(self) -> Backlog:
+        """Work not yet delivered, counted now."""
+
+    @abc.abstractmethod
+    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
+        """Delete up to ``limit`` delivered jobs that became terminal before ``before``.
+
+        A job goes with its deliveries, completion and dispatches, and only when its completion
+        is resolved and every dispatch succeeded (none touched since ``before``). Returns how
+        many jobs went, and their result files, for the caller to delete.
+        """
+
+    @abc.abstractmethod
+    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
+        """(completion id, result path) of results that every dispatch has delivered."""
+
+    @abc.abstractmethod
+    async def forget_results(self, completion_ids: Sequence[int]) -> int:
+        """Clear the result of these completions (their files are gone); return how many."""

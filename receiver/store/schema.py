@@ -82,4 +82,11 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         until           REAL NOT NULL
     );
     """,
+    # 2: the admin API: a job-level confidence, keyset listing and retention by age.
+    """
+    ALTER TABLE completions ADD COLUMN confidence REAL;
+    CREATE INDEX jobs_listing ON jobs (created_at, source, job_id);
+    CREATE INDEX jobs_terminal ON jobs (terminal_at) WHERE terminal_at IS NOT NULL;
+    CREATE INDEX completions_results ON completions (id) WHERE result_path IS NOT NULL;
+    """,
 )

@@ -96,7 +96,7 @@ RETURNING {_COMPLETION_COLUMNS}
 RESOLVE_COMPLETION = """
 UPDATE completions SET phase = 'ready', result_path = ?, result_sha256 = ?, result_bytes = ?,
     error = coalesce(?, error), state = coalesce(?, state),
-    provider_status = coalesce(?, provider_status), resolved_at = ?,
+    provider_status = coalesce(?, provider_status), resolved_at = ?, confidence = ?,
     lease_owner = NULL, lease_until = NULL
 WHERE id = ? AND lease_owner = ?
 """
@@ -266,6 +266,7 @@ def resolution_params(completion_id: int, owner: str, r: Resolution) -> tuple[An
         state,
         r.provider_status,
         now(),
+        r.confidence,
         completion_id,
         owner,
     )

@@ -18,7 +18,7 @@ import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
 from receiver.models import IngestResult, State
-from receiver.store import sql
+from receiver.store import queries, sql
 from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
 from receiver.store.schema import SQLITE_MIGRATIONS
 
@@ -27,6 +27,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from receiver.models import Event
+    from receiver.store.views import (
+        Backlog,
+        DeliveryRow,
+        JobFilter,
+        JobKey,
+        JobListing,
+        JobStats,
+    )
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -273,6 +281,50 @@ class SQLiteStore(Store):
             f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
         )
         return sql.completion_row(rows[0]) if rows else None
+
+    # Queries for the admin API (receiver.store.queries)
+
+    async def list_jobs(
+        self, where: JobFilter, *, limit: int, after: JobKey | None = None
+    ) -> list[JobListing]:
+        query, params = queries.list_jobs_query(where, limit, after)
+        return [queries.listing_row(r) for r in await self._read(query, params)]
+
+    async def deliveries_for(self, source: str, job_id: str) -> list[DeliveryRow]:
+        rows = await self._read(queries.SELECT_DELIVERIES, (source, job_id))
+        return [queries.delivery_row(r) for r in rows]
+
+    async def job_stats(self, since: float) -> JobStats:
+        return await queries.job_stats(self._read, since)
+
+    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
+        rows = await self._read(queries.COMPLETIONS_AFTER, (after_id, limit))
+        return [sql.completion_row(r) for r in rows]
+
+    async def last_completion_id(self) -> int:
+        ((last,),) = await self._read(queries.LAST_COMPLETION_ID)
+        return int(last)
+
+    async def backlog(self) -> Backlog:
+        (row,) = await self._read(queries.BACKLOG)
+        return queries.backlog_row(row)
+
+    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
+        return await self._write(lambda db: queries.purge(db, before, limit))
+
+    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
+        rows = await self._read(queries.DELIVERED_RESULTS, (limit,))
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    async def forget_results(self, completion_ids: Sequence[int]) -> int:
+        if not completion_ids:
+            return 0
+        query, ids = queries.forget_results_query(len(completion_ids)), list(completion_ids)
+
+        async def op(db: aiosqlite.Connection) -> int:
+            return (await db.execute(query, ids)).rowcount
+
+        return await self._write(op)
 
 
 def _fail(ops: list[_Write], exc: Exception) -> None:

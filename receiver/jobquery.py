@@ -1,0 +1,139 @@
+"""How callers say which jobs they want: filters, periods and the opaque paging cursor.
+
+HTTP query parameters and CLI options both end up here, so both accept the same words:
+``source``, ``state``, ``created_after`` / ``created_before`` (ISO 8601, UTC when no offset is
+given, or Unix seconds), ``metadata=key:value`` (repeatable; every pair must match, values
+compare as text), ``min_confidence`` and ``limit`` (1-500) with ``cursor``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from receiver.errors import RejectedError
+from receiver.models import State
+from receiver.store.views import JobFilter
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from receiver.store.views import JobKey
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 500
+PERIODS = {"24h": 24 * 3600.0, "7d": 7 * 86400.0, "30d": 30 * 86400.0}
+MAX_KEY = 256
+
+
+class QueryError(RejectedError):
+    """A filter, period or cursor that cannot be understood (400)."""
+
+
+def parse_time(name: str, text: str) -> float:
+    """ISO 8601 (naive means UTC) or Unix seconds, as Unix seconds."""
+    try:
+        number = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(number):
+            raise QueryError("invalid_query", f"{name} must be a finite number")
+        return number
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise QueryError("invalid_query", f"{name} is not ISO 8601 or Unix seconds") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+def parse_state(text: str) -> str:
+    if text not in {s.value for s in State}:
+        raise QueryError("invalid_query", f"state must be one of {', '.join(s for s in State)}")
+    return text
+
+
+def parse_metadata(pairs: Sequence[str], sep: str = ":") -> tuple[tuple[str, str], ...]:
+    """``key:value`` pairs (``key=value`` on the command line); the key must not be empty."""
+    parsed: list[tuple[str, str]] = []
+    for pair in pairs:
+        key, found, value = pair.partition(sep)
+        if not found or not key or len(key) > MAX_KEY:
+            raise QueryError("invalid_query", f"metadata filters look like key{sep}value")
+        parsed.append((key, value))
+    return tuple(parsed)
+
+
+def parse_confidence(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise QueryError("invalid_query", "min_confidence must be a number") from None
+    if not math.isfinite(value):
+        raise QueryError("invalid_query", "min_confidence must be a finite number")
+    return value
+
+
+def parse_limit(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_LIMIT
+    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        raise QueryError("invalid_query", f"limit must be a whole number from 1 to {MAX_LIMIT}")
+    return int(text)
+
+
+def parse_period(text: str | None) -> tuple[str, float]:
+    """A stats period name and its length in seconds (24h by default)."""
+    name = text or "24h"
+    if name not in PERIODS:
+        raise QueryError("invalid_query", f"period must be one of {', '.join(PERIODS)}")
+    return name, PERIODS[name]
+
+
+def build_filter(
+    *,
+    source: str | None = None,
+    state: str | None = None,
+    created_after: str | None = None,
+    created_before: str | None = None,
+    metadata: Sequence[str] = (),
+    min_confidence: str | None = None,
+    metadata_sep: str = ":",
+) -> JobFilter:
+    """A JobFilter from text, as it comes from a query string or the command line."""
+    return JobFilter(
+        source=source or None,
+        state=parse_state(state) if state else None,
+        created_after=parse_time("created_after", created_after) if created_after else None,
+        created_before=parse_time("created_before", created_before) if created_before else None,
+        metadata=parse_metadata(metadata, metadata_sep),
+        min_confidence=parse_confidence(min_confidence) if min_confidence else None,
+    )
+
+
+def encode_cursor(key: JobKey) -> str:
+    """The opaque cursor for the page after ``key``."""
+    raw = json.dumps(list(key), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> JobKey:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        created_at, source, job_id = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError):
+        raise QueryError("invalid_query", "cursor is not one this service gave out") from None
+    if (
+        not isinstance(created_at, int | float)
+        or isinstance(created_at, bool)
+        or not isinstance(source, str)
+        or not isinstance(job_id, str)
+    ):
+        raise QueryError("invalid_query", "cursor is not one this service gave out")
+    return (float(created_at), source, job_id)

@@ -1,0 +1,194 @@
+"""The SQLite store's admin queries: job listings, deliveries, stats, backlog and retention.
+
+The SQL sticks to what PostgreSQL also speaks (row-value comparison for the keyset, CASE
+instead of boolean sums), except the metadata lookup, which is ``json_each`` here
+(``metadata ->> key`` there).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from receiver.models import TERMINAL_STATES
+from receiver.store import sql
+from receiver.store.views import Backlog, DeliveryRow, JobListing, JobStats
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    import aiosqlite
+
+    from receiver.store.views import JobFilter, JobKey
+
+_LISTING = """
+SELECT j.source, j.job_id, j.state, j.provider_status, j.metadata, j.created_at, j.updated_at,
+       j.last_news_at, j.terminal_at, j.progress_done, j.progress_total, j.expected_pages,
+       j.error, j.poll_attempts,
+       c.phase, c.confidence, c.result_path, c.result_sha256, c.result_bytes
+FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+"""
+
+SELECT_DELIVERIES = """
+SELECT message_id, state, provider_status, received_at FROM deliveries
+WHERE source = ? AND job_id = ? ORDER BY received_at, message_id
+"""
+
+_STATES_BY_SOURCE = """
+SELECT state, source, count(*) FROM jobs WHERE created_at >= ? GROUP BY state, source
+"""
+_DURATION = "(terminal_at - created_at)"
+_DURATIONS = f"""
+SELECT count(*), avg({_DURATION}) FROM jobs WHERE created_at >= ? AND terminal_at IS NOT NULL
+"""  # noqa: S608
+_NTH_DURATION = f"""
+SELECT {_DURATION} AS d FROM jobs WHERE created_at >= ? AND terminal_at IS NOT NULL
+ORDER BY d LIMIT 1 OFFSET ?
+"""  # noqa: S608
+_HANDLER_FAILURES = """
+SELECT d.handler,
+       sum(CASE WHEN d.state = 'dead' THEN 1 ELSE 0 END),
+       sum(CASE WHEN d.state IN ('pending', 'running') AND d.last_error IS NOT NULL
+                THEN 1 ELSE 0 END)
+FROM dispatches d
+JOIN completions c ON c.id = d.completion_id
+JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+WHERE j.created_at >= ?
+GROUP BY d.handler ORDER BY d.handler
+"""
+
+# A metadata value as text, the way PostgreSQL's ``->>`` gives it (true, 5, 1.5, "abc" as abc).
+METADATA_HOLDS = """EXISTS (SELECT 1 FROM json_each(j.metadata) AS m WHERE m.key = ?
+    AND (CASE m.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
+         ELSE CAST(m.value AS TEXT) END) = ?)"""
+
+COMPLETIONS_AFTER = f"{sql.SELECT_COMPLETION} WHERE id > ? ORDER BY id LIMIT ?"
+LAST_COMPLETION_ID = "SELECT coalesce(max(id), 0) FROM completions"
+
+BACKLOG = """
+SELECT
+    (SELECT count(*) FROM completions WHERE phase = 'resolving'),
+    (SELECT count(*) FROM dispatches WHERE state = 'pending'),
+    (SELECT count(*) FROM dispatches WHERE state = 'running'),
+    (SELECT count(*) FROM dispatches WHERE state = 'dead'),
+    (SELECT min(t) FROM (
+        SELECT min(created_at) AS t FROM completions WHERE phase = 'resolving'
+        UNION ALL
+        SELECT min(c.created_at) FROM dispatches d JOIN completions c ON c.id = d.completion_id
+        WHERE d.state IN ('pending', 'running')) AS oldest)
+"""
+
+# Delivered: resolved, and every dispatch succeeded and has not been touched since ``before``
+# (a replay moves updated_at). Dead dispatches are not delivered: they stay until replayed.
+PURGEABLE = """
+SELECT j.source, j.job_id, c.id, c.result_path
+FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+WHERE j.terminal_at IS NOT NULL AND j.terminal_at < ?
+  AND (c.id IS NULL OR (c.phase = 'ready' AND NOT EXISTS (
+        SELECT 1 FROM dispatches d WHERE d.completion_id = c.id
+        AND (d.state <> 'succeeded' OR d.updated_at >= ?))))
+ORDER BY j.terminal_at LIMIT ?
+"""
+DELETE_DELIVERIES = "DELETE FROM deliveries WHERE source = ? AND job_id = ?"
+DELETE_DISPATCHES = "DELETE FROM dispatches WHERE completion_id = ?"
+DELETE_COMPLETION = "DELETE FROM completions WHERE id = ?"
+DELETE_JOB = "DELETE FROM jobs WHERE source = ? AND job_id = ?"
+
+DELIVERED_RESULTS = """
+SELECT c.id, c.result_path FROM completions c
+WHERE c.result_path IS NOT NULL AND c.phase = 'ready'
+  AND EXISTS (SELECT 1 FROM dispatches d WHERE d.completion_id = c.id)
+  AND NOT EXISTS (SELECT 1 FROM dispatches d
+                  WHERE d.completion_id = c.id AND d.state <> 'succeeded')
+ORDER BY c.id LIMIT ?
+"""
+
+
+def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple[str, list[Any]]:
+    """The keyset-paged SELECT for ``where``: newest first, ties broken by source and job id."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for clause, value in (("j.source = ?", where.source), ("j.job_id = ?", where.job_id),
+                          ("j.state = ?", where.state),
+                          ("j.created_at >= ?", where.created_after),
+                          ("j.created_at < ?", where.created_before),
+                          ("c.confidence >= ?", where.min_confidence)):  # fmt: skip
+        if value is not None:
+            clauses.append(clause)
+            params.append(value)
+    for key, value in where.metadata:
+        clauses.append(METADATA_HOLDS)
+        params += [key, value]
+    if after is not None:
+        clauses.append("(j.created_at, j.source, j.job_id) < (?, ?, ?)")
+        params += list(after)
+    where_sql = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    query = f"""{_LISTING} {where_sql}
+    ORDER BY j.created_at DESC, j.source DESC, j.job_id DESC LIMIT ?"""
+    return query, [*params, limit]
+
+
+def listing_row(r: Sequence[Any]) -> JobListing:
+    return JobListing(sql.job_row(r[:14]), r[14], r[15], r[16], r[17], r[18])
+
+
+def delivery_row(r: Sequence[Any]) -> DeliveryRow:
+    return DeliveryRow(r[0], r[1], r[2], r[3])
+
+
+def backlog_row(r: Sequence[Any]) -> Backlog:
+    return Backlog(r[0], r[1], r[2], r[3], r[4])
+
+
+async def job_stats(
+    read: Callable[[str, Sequence[Any]], Awaitable[list[Any]]], since: float
+) -> JobStats:
+    """Every figure of ``/jobs/stats``, from a handful of reads."""
+    by_state: dict[str, int] = {}
+    by_source: dict[str, int] = {}
+    for state, source, count in await read(_STATES_BY_SOURCE, (since,)):
+        by_state[state] = by_state.get(state, 0) + count
+        by_source[source] = by_source.get(source, 0) + count
+    ((durations, avg),) = await read(_DURATIONS, (since,))
+    percentiles: list[float | None] = []
+    for fraction in (0.50, 0.95):
+        rows = await read(_NTH_DURATION, (since, nearest_rank(fraction, durations) - 1))
+        percentiles.append(rows[0][0] if rows else None)
+    failures = {
+        handler: {"dead": dead or 0, "retrying": retrying or 0}
+        for handler, dead, retrying in await read(_HANDLER_FAILURES, (since,))
+    }
+    return JobStats(
+        total=sum(by_state.values()),
+        by_state=by_state,
+        by_source=by_source,
+        terminal=sum(n for state, n in by_state.items() if state in TERMINAL_STATES),
+        succeeded=by_state.get("succeeded", 0),
+        durations=durations,
+        avg_seconds=avg,
+        p50_seconds=percentiles[0],
+        p95_seconds=percentiles[1],
+        handler_failures=failures,
+    )
+
+
+def nearest_rank(fraction: float, count: int) -> int:
+    """The 1-based rank of the ``fraction`` percentile among ``count`` sorted values."""
+    return max(1, math.ceil(fraction * count))
+
+
+async def purge(db: aiosqlite.Connection, before: float, limit: int) -> tuple[int, list[str]]:
+    """Delete up to ``limit`` delivered jobs with everything they own; return result paths."""
+    rows = list(await db.execute_fetchall(PURGEABLE, (before, before, limit)))
+    keys = [(source, job_id) for source, job_id, _, _ in rows]
+    completions = [(cid,) for _, _, cid, _ in rows if cid is not None]
+    await db.executemany(DELETE_DELIVERIES, keys)
+    await db.executemany(DELETE_DISPATCHES, completions)
+    await db.executemany(DELETE_COMPLETION, completions)
+    await db.executemany(DELETE_JOB, keys)
+    return len(rows), [path for _, _, _, path in rows if path]
+
+
+def forget_results_query(count: int) -> str:
+    marks = ",".join("?" * count)
+    return f"UPDATE completions SET result_path = NULL WHERE id IN ({marks})"  # noqa: S608

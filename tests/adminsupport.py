@@ -1,0 +1,101 @@
+"""Helpers of the admin API, CLI, metrics and retention tests: configs, stores, webhooks."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import time_machine
+
+from receiver.config import load_settings
+from receiver.models import Event, State
+from receiver.store.sqlite import SQLiteStore
+from tests.support import SECRET, reducto_body, signed_headers
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from receiver.config import Settings
+    from receiver.store import Store
+
+TOKEN = "admin-token-5a1c9e0f7b"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def admin_settings(tmp_path: Path, *, token: str | None = TOKEN, extra: str = "") -> Settings:
+    """One Reducto source (no job API), a file handler, and the admin token (unless None)."""
+    server = f'[server]\nadmin_token = "{token}"\n' if token else ""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f"""
+data_dir = "{tmp_path / "data"}"
+{server}
+[sources.reducto]
+provider = "reducto"
+secrets = ["{SECRET}"]
+
+[[handlers]]
+name = "files"
+type = "file"
+dir = "{tmp_path / "out"}"
+{extra}
+""",
+        encoding="utf-8",
+    )
+    return load_settings(config, environ={})
+
+
+async def deliver(
+    client: httpx.AsyncClient,
+    job_id: str,
+    *,
+    msg_id: str | None = None,
+    status: str = "Completed",
+    **metadata: Any,
+) -> httpx.Response:
+    """POST a Reducto webhook signed with the real svix signer."""
+    body = reducto_body(job_id, status, **metadata)
+    headers = signed_headers(body, msg_id=msg_id or f"msg-{job_id}-{status}")
+    return await client.post("/webhooks/reducto", content=body, headers=headers)
+
+
+@contextlib.asynccontextmanager
+async def open_store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    store = SQLiteStore(tmp_path / "store.db")
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def record(
+    store: Store,
+    job_id: str,
+    state: State = State.SUCCEEDED,
+    *,
+    at: float | None = None,
+    source: str = "reducto",
+    handlers: tuple[str, ...] = ("files",),
+    resolve: bool = False,
+    message_id: str | None = None,
+    **metadata: Any,
+) -> None:
+    """Ingest one event straight into the store, at time ``at`` when given."""
+    event = Event(
+        source=source,
+        job_id=job_id,
+        state=state,
+        provider_status=state.value,
+        via="webhook",
+        message_id=message_id or f"m-{source}-{job_id}-{state.value}",
+        metadata=metadata,
+    )
+    if at is None:
+        await store.ingest(event, handlers, resolve=resolve)
+        return
+    with time_machine.travel(at, tick=False):
+        await store.ingest(event, handlers, resolve=resolve)
