@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
+from receiver.confidence import job_confidence
 from receiver.errors import FetchError, ProviderError, RetryableError
 from receiver.files import atomic_write, safe_name
 from receiver.jobapi import JobNotFoundError
@@ -99,20 +101,17 @@ class Resolver:
 def _with(
     resolution: Resolution, error: str | None, state: State | None, provider_status: str | None
 ) -> Resolution:
-    return Resolution(
-        resolution.result_path,
-        resolution.result_sha256,
-        resolution.result_bytes,
-        resolution.error or error,
-        state,
-        provider_status,
+    return dataclasses.replace(
+        resolution, error=resolution.error or error, state=state, provider_status=provider_status
     )
 
 
 async def _store_inline(value: Any, dest: Path) -> Resolution:
     data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
     await anyio.to_thread.run_sync(atomic_write, dest, data)
-    return Resolution(str(dest), hashlib.sha256(data).hexdigest(), len(data))
+    return Resolution(
+        str(dest), hashlib.sha256(data).hexdigest(), len(data), confidence=job_confidence(value)
+    )
 
 
 def ref_to_json(ref: ResultRef | None) -> str | None:

@@ -266,3 +266,36 @@ async def _dispatch_states(settings: Settings, job_id: str) -> dict[str, str]:
             (job_id,),
         ).fetchall()
     return dict(rows)
+
+
+async def test_docextract_confidence_is_kept_for_min_confidence_filters(tmp_path: Path) -> None:
+    from receiver.store.views import JobFilter
+
+    simulator = Simulator("docextract", api_key=API_KEY, duration=0.0)
+    async with live_server(simulator.app) as sim_url:
+        (job_id,) = simulator.create_jobs(1)
+        config = tmp_path / "de.toml"
+        config.write_text(
+            f'data_dir = "{tmp_path / "data"}"\n[sources.docextract]\nprovider = "docextract"\n'
+            f'secrets = ["{SECRET}"]\napi_base_url = "{sim_url}"\napi_key = "{API_KEY}"\n'
+            f'[[handlers]]\nname = "files"\ntype = "file"\ndir = "{tmp_path / "out"}"\n'
+        )
+        app = create_app(load_settings(config, environ={}))
+        body = json.dumps(
+            {"event": "job.completed", "data": {"id": job_id, "status": "completed"}}
+        ).encode()
+        async with live_server(app) as url, httpx.AsyncClient() as client:
+            response = await client.post(
+                f"{url}/webhooks/docextract", content=body, headers=signed_headers(body)
+            )
+            assert response.json()["status"] == "accepted"
+            await _wait_for(tmp_path / "out" / "docextract" / f"{job_id}.json")
+            store = app.state.store
+            confident = await store.list_jobs(JobFilter(min_confidence=0.5), limit=10)
+            doubtful = await store.list_jobs(JobFilter(min_confidence=0.9999), limit=10)
+    result = json.loads((tmp_path / "out" / "docextract" / f"{job_id}.result").read_bytes())
+    lowest = min(result["confidence"].values())
+    assert 0.5 <= lowest < 0.9999, "the simulator's confidences no longer exercise the filter"
+    assert [j.job.job_id for j in confident] == [job_id]
+    assert confident[0].confidence == lowest
+    assert doubtful == []
