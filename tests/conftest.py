@@ -8,10 +8,11 @@ import structlog
 
 from receiver.config import Settings, load_settings
 from receiver.log import configure_logging
+from tests.services import postgres_database
 from tests.support import SECRET
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
 
@@ -43,3 +44,10 @@ def json_logs() -> Iterator[None]:
     yield
     logging.getLogger().handlers.clear()
     structlog.reset_defaults()
+
+
+@pytest.fixture
+async def postgres_url() -> AsyncIterator[str]:
+    """A fresh PostgreSQL database for one test, dropped afterwards (skips without the server)."""
+    async with postgres_database() as url:
+        yield url

@@ -6,6 +6,7 @@ so CI cannot pass by skipping them. ``stopped`` takes a broker down for a block 
 starts it again, with the commands this machine's services were started with.
 ``handler_app`` / ``send_webhook`` / ``wait_for_dispatch`` run the real app with one handler
 in front of them: a signed Reducto webhook in, the dispatcher's retries out.
+``postgres_database`` makes a fresh PostgreSQL database for one test and drops it afterwards.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import shutil
 import signal
 import socket
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -35,6 +38,10 @@ if TYPE_CHECKING:
 
 HOST = "127.0.0.1"
 PORTS = {"redis": 6379, "nats": 4222, "rabbitmq": 5672}
+POSTGRES_ADMIN_URL = os.environ.get(
+    "JOBHOOK_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+"""Where test databases are created (and dropped): any database of a role that may create them."""
 REDIS_START = (
     "redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
     "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
@@ -214,3 +221,29 @@ async def wait_for_dispatch(
             return rows[0]
         await asyncio.sleep(0.05)
     pytest.fail(f"the dispatch of {job_id!r} did not get there within {timeout}s: {rows}")
+
+
+@contextlib.asynccontextmanager
+async def postgres_database() -> AsyncIterator[str]:
+    """A new, empty PostgreSQL database for the block, dropped after it; yields its URL.
+
+    Skips (or fails, when services are required) without the server or the 'postgres' extra.
+    """
+    asyncpg = require_module("asyncpg", "postgres")
+    admin_url = urlsplit(POSTGRES_ADMIN_URL)
+    require_service("PostgreSQL", admin_url.hostname or HOST, admin_url.port or 5432)
+    name = f"jobhook_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(POSTGRES_ADMIN_URL)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield urlunsplit(admin_url._replace(path=f"/{name}"))
+    finally:
+        admin = await asyncpg.connect(POSTGRES_ADMIN_URL)
+        try:
+            # FORCE ends what a killed replica left connected.
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()

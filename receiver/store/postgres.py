@@ -1,0 +1,257 @@
+"""The shared store for several replicas: PostgreSQL through an asyncpg pool.
+
+Each write is one transaction on a pooled connection; concurrent webhooks commit side by side
+and PostgreSQL groups their WAL flushes. Constraints and row locks do what the SQLite store's
+single writer does: a message id is accepted once however many replicas race for it, and claims
+use ``FOR UPDATE SKIP LOCKED`` so two replicas never lease the same work.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.models import IngestResult, State
+from receiver.store import pg_sql, queries, sql
+from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
+from receiver.store.pg_pool import PgPool, affected
+from receiver.store.pg_schema import migrate
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from receiver.models import Event
+    from receiver.store.pg_pool import Conn
+    from receiver.store.views import (
+        Backlog,
+        DeliveryRow,
+        JobFilter,
+        JobKey,
+        JobListing,
+        JobStats,
+    )
+
+_n = pg_sql.numbered
+
+
+class PostgresStore(Store):
+    """PostgreSQL, for several replicas of one service sharing one database."""
+
+    def __init__(
+        self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 10.0
+    ) -> None:
+        self._db = PgPool(url, min_size=min_size, max_size=max_size, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._db.display_url!r})"
+
+    async def open(self) -> None:
+        await self._db.open(migrate)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def ping(self) -> None:
+        await self._db.fetch("SELECT 1")
+
+    async def ingest(
+        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
+    ) -> IngestResult:
+        return await self._db.transaction(
+            lambda conn: _ingest(conn, event, handlers, resolve, sql.now())
+        )
+
+    async def get_job(self, source: str, job_id: str) -> JobRow | None:
+        rows = await self._db.fetch(_n(sql.SELECT_JOB), source, job_id)
+        return sql.job_row(rows[0]) if rows else None
+
+    async def claim_completions(
+        self, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> list[CompletionRow]:
+        async def op(conn: Conn) -> list[CompletionRow]:
+            args = (owner, now + lease_seconds, now, now, limit)
+            rows = await conn.fetch(pg_sql.CLAIM_COMPLETIONS, *args)
+            return [sql.completion_row(r) for r in rows]
+
+        return await self._db.transaction(op)
+
+    async def resolve_completion(
+        self, completion_id: int, owner: str, resolution: Resolution
+    ) -> None:
+        params = sql.resolution_params(completion_id, owner, resolution)
+        await self._db.execute(_n(sql.RESOLVE_COMPLETION), *params)
+
+    async def retry_completion(
+        self, completion_id: int, owner: str, error: str, next_attempt_at: float
+    ) -> None:
+        args = (error, next_attempt_at, completion_id, owner)
+        await self._db.execute(_n(sql.RETRY_COMPLETION), *args)
+
+    async def claim_dispatches(
+        self, owner: str, limit: int, lease_seconds: float, now: float
+    ) -> list[tuple[DispatchRow, CompletionRow]]:
+        async def op(conn: Conn) -> list[tuple[DispatchRow, CompletionRow]]:
+            args = (owner, now + lease_seconds, now, now, now, limit)
+            claimed = [
+                sql.dispatch_row(r) for r in await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
+            ]
+            if not claimed:
+                return []
+            ids = sorted({d.completion_id for d in claimed})
+            rows = await conn.fetch(pg_sql.COMPLETIONS_BY_ID, ids)
+            by_id = {c.id: c for c in map(sql.completion_row, rows)}
+            return [(d, by_id[d.completion_id]) for d in claimed]
+
+        return await self._db.transaction(op)
+
+    async def finish_dispatch(
+        self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
+    ) -> None:
+        params = sql.finish_params(dispatch_id, owner, error, next_attempt_at)
+        await self._db.execute(_n(sql.FINISH_DISPATCH), *params)
+
+    async def renew(self, owner: str, lease_until: float) -> None:
+        async def op(conn: Conn) -> None:
+            await conn.execute(_n(sql.RENEW_DISPATCHES), lease_until, owner)
+            await conn.execute(_n(sql.RENEW_COMPLETIONS), lease_until, owner)
+
+        await self._db.transaction(op)
+
+    async def release(self, owner: str) -> int:
+        async def op(conn: Conn) -> int:
+            dispatches = await conn.execute(pg_sql.RELEASE_DISPATCHES, owner)
+            completions = await conn.execute(pg_sql.RELEASE_COMPLETIONS, owner)
+            return affected(dispatches) + affected(completions)
+
+        return await self._db.transaction(op)
+
+    async def next_due(self) -> float | None:
+        return _first(await self._db.fetch(pg_sql.NEXT_DUE))
+
+    async def replay(
+        self,
+        *,
+        source: str | None = None,
+        job_id: str | None = None,
+        handler: str | None = None,
+        since: float | None = None,
+        include_succeeded: bool = False,
+    ) -> int:
+        query, params = sql.replay_query(source, job_id, handler, since, include_succeeded)
+        return await self._db.execute(_n(query), *params)
+
+    async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
+        rows = await self._db.fetch(_n(sql.DUE_POLLS), source, now, limit)
+        return [sql.job_row(r) for r in rows]
+
+    async def next_poll_at(self) -> float | None:
+        return _first(await self._db.fetch(sql.NEXT_POLL))
+
+    async def schedule_poll(self, source: str, job_id: str, at: float, attempts: int) -> None:
+        await self._db.execute(_n(sql.SCHEDULE_POLL), at, attempts, source, job_id)
+
+    async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
+        async def op(conn: Conn) -> bool:
+            held = await conn.fetchval(_n(sql.ACQUIRE_LEASE), name, owner, now + ttl, now)
+            return held is not None
+
+        return await self._db.transaction(op)
+
+    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
+        rows = await self._db.fetch(_n(sql.SELECT_DISPATCHES_FOR), source, job_id)
+        return [sql.dispatch_row(r) for r in rows]
+
+    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
+        rows = await self._db.fetch(pg_sql.COMPLETION_FOR, source, job_id)
+        return sql.completion_row(rows[0]) if rows else None
+
+    # Queries for the admin API (receiver.store.queries, renumbered)
+
+    async def list_jobs(
+        self, where: JobFilter, *, limit: int, after: JobKey | None = None
+    ) -> list[JobListing]:
+        query, params = pg_sql.list_jobs_query(where, limit, after)
+        return [queries.listing_row(r) for r in await self._db.fetch(query, *params)]
+
+    async def deliveries_for(self, source: str, job_id: str) -> list[DeliveryRow]:
+        rows = await self._db.fetch(_n(queries.SELECT_DELIVERIES), source, job_id)
+        return [queries.delivery_row(r) for r in rows]
+
+    async def job_stats(self, since: float) -> JobStats:
+        async def read(query: str, params: Sequence[Any]) -> list[Any]:
+            return await self._db.fetch(_n(query), *params)
+
+        return await queries.job_stats(read, since)
+
+    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
+        async def op(conn: Conn) -> list[CompletionRow]:
+            await conn.execute(pg_sql.LOCK_COMPLETIONS)  # none in flight below what we read
+            rows = await conn.fetch(_n(queries.COMPLETIONS_AFTER), after_id, limit)
+            return [sql.completion_row(r) for r in rows]
+
+        return await self._db.transaction(op)
+
+    async def last_completion_id(self) -> int:
+        async def op(conn: Conn) -> int:
+            await conn.execute(pg_sql.LOCK_COMPLETIONS)
+            return int(await conn.fetchval(queries.LAST_COMPLETION_ID))
+
+        return await self._db.transaction(op)
+
+    async def backlog(self) -> Backlog:
+        (row,) = await self._db.fetch(queries.BACKLOG)
+        return queries.backlog_row(row)
+
+    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
+        return await self._db.transaction(lambda conn: _purge(conn, before, limit))
+
+    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
+        rows = await self._db.fetch(_n(queries.DELIVERED_RESULTS), limit)
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    async def forget_results(self, completion_ids: Sequence[int]) -> int:
+        if not completion_ids:
+            return 0
+        return await self._db.execute(pg_sql.FORGET_RESULTS, list(completion_ids))
+
+
+def _first(rows: list[Any]) -> float | None:
+    return rows[0][0] if rows and rows[0][0] is not None else None
+
+
+async def _ingest(
+    conn: Conn, event: Event, handlers: Sequence[str], resolve: bool, now: float
+) -> IngestResult:
+    if event.message_id is not None:
+        seen = (
+            await conn.fetchval(_n(sql.INSERT_DELIVERY), *sql.delivery_params(event, now)) is None
+        )
+        if seen:
+            key = (event.source, event.job_id)
+            requeued = await conn.execute(_n(sql.REQUEUE_DEAD_FOR_JOB), now, now, *key)
+            state = await conn.fetchval(pg_sql.JOB_STATE, *key)
+            return IngestResult(
+                "duplicate", event.job_id, State(state), requeued=affected(requeued)
+            )
+    state = await conn.fetchval(pg_sql.UPSERT_JOB, *pg_sql.job_args(event, now))
+    completed = False
+    if event.state.terminal and state == event.state:
+        await conn.execute(pg_sql.LOCK_COMPLETIONS_SHARED)
+        args = pg_sql.completion_args(event, now, resolve)
+        completion_id = await conn.fetchval(pg_sql.INSERT_COMPLETION, *args)
+        if completion_id is not None:
+            completed = True
+            rows = [(completion_id, handler, now, now) for handler in handlers]
+            await conn.executemany(_n(sql.INSERT_DISPATCH), rows)
+    return IngestResult("accepted", event.job_id, State(state), completed=completed)
+
+
+async def _purge(conn: Conn, before: float, limit: int) -> tuple[int, list[str]]:
+    """Delete up to ``limit`` delivered jobs with everything they own; return result paths."""
+    rows = await conn.fetch(pg_sql.PURGEABLE, before, before, limit)
+    keys = [(r[0], r[1]) for r in rows]
+    completions = [(r[2],) for r in rows if r[2] is not None]
+    await conn.executemany(_n(queries.DELETE_DELIVERIES), keys)
+    await conn.executemany(_n(queries.DELETE_DISPATCHES), completions)
+    await conn.executemany(_n(queries.DELETE_COMPLETION), completions)
+    await conn.executemany(_n(queries.DELETE_JOB), keys)
+    return len(rows), [r[3] for r in rows if r[3]]

@@ -1,0 +1,34 @@
+"""Every store the contract holds for: SQLite on a tmp file, PostgreSQL on a fresh database."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from receiver.store.sqlite import SQLiteStore
+from tests.services import postgres_database
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+    from receiver.store import Store
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    """An opened store of each backend, closed after the test."""
+    if request.param == "sqlite":
+        sqlite = SQLiteStore(tmp_path / "store.db")
+        await sqlite.open()
+        yield sqlite
+        await sqlite.close()
+        return
+    from receiver.store.postgres import PostgresStore
+
+    async with postgres_database() as url:
+        postgres = PostgresStore(url)
+        await postgres.open()
+        yield postgres
+        await postgres.close()

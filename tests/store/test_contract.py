@@ -1,0 +1,360 @@
+"""The Store contract, checked on every backend: SQLite and PostgreSQL must behave alike."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from receiver.errors import StoreUnavailableError
+from receiver.models import Event, Progress, State
+from receiver.store import Resolution
+from receiver.store.views import JobFilter
+
+if TYPE_CHECKING:
+    from receiver.store import DispatchRow, Store
+
+SOURCE = "reducto"
+WORDS = {
+    State.QUEUED: "Pending",
+    State.RUNNING: "InProgress",
+    State.SUCCEEDED: "Completed",
+    State.FAILED: "Failed",
+}
+
+
+def news(
+    job_id: str = "job-1", state: State = State.SUCCEEDED, msg: str | None = "m-1", **kw: Any
+) -> Event:
+    return Event(source=kw.pop("source", SOURCE), job_id=job_id, state=state,
+                 provider_status=WORDS[state], via="webhook", message_id=msg, **kw)  # fmt: skip
+
+
+async def complete(
+    store: Store, job_id: str = "job-1", *handlers: str, resolve: bool = False
+) -> None:
+    """A job becomes terminal; its dispatches are claimable at once unless ``resolve``."""
+    result = await store.ingest(
+        news(job_id, msg=f"m-{job_id}"), handlers or ("files",), resolve=resolve
+    )
+    assert result.completed
+
+
+async def states(store: Store, job_id: str = "job-1") -> dict[str, str]:
+    return {d.handler: d.state for d in await store.dispatches_for(SOURCE, job_id)}
+
+
+async def claim_all(store: Store, owner: str, at: float, lease: float = 30) -> list[DispatchRow]:
+    return [d for d, _ in await store.claim_dispatches(owner, 100, lease, at)]
+
+
+class TestStoreContract:
+    async def test_a_new_message_is_accepted_and_a_repeat_is_a_duplicate(
+        self, store: Store
+    ) -> None:
+        first = await store.ingest(news(), ["files"])
+        again = await store.ingest(news(), ["files"])
+        assert (first.status, first.completed, first.state) == ("accepted", True, State.SUCCEEDED)
+        assert (again.status, again.completed, again.requeued) == ("duplicate", False, 0)
+        assert [d.message_id for d in await store.deliveries_for(SOURCE, "job-1")] == ["m-1"]
+
+    async def test_a_job_state_only_moves_forward(self, store: Store) -> None:
+        steps = [State.QUEUED, State.RUNNING, State.QUEUED, State.SUCCEEDED, State.RUNNING]
+        for n, state in enumerate(steps):
+            await store.ingest(news(state=state, msg=f"m{n}"), [])
+        job = await store.get_job(SOURCE, "job-1")
+        assert job is not None
+        assert (job.state, job.provider_status) == ("succeeded", "Completed")
+        assert job.terminal_at is not None
+
+    async def test_metadata_news_is_merged_into_the_job(self, store: Store) -> None:
+        first = {"customer": "acme", "nested": {"x": 1}, "gone": True}
+        await store.ingest(news(state=State.RUNNING, msg="m1", metadata=first), [])
+        later = {"nested": {"y": 2}, "gone": None}
+        await store.ingest(news(state=State.RUNNING, msg="m2", metadata=later), [])
+        job = await store.get_job(SOURCE, "job-1")
+        assert job is not None
+        assert job.metadata == {"customer": "acme", "nested": {"x": 1, "y": 2}}
+
+    async def test_job_fields_read_back_as_written(self, store: Store) -> None:
+        assert await store.get_job(SOURCE, "job-1") is None
+        event = news(
+            state=State.FAILED, error="no pages", progress=Progress(3, 9), expected_pages=9
+        )
+        await store.ingest(event, [])
+        job = await store.get_job(SOURCE, "job-1")
+        assert job is not None
+        assert (job.state, job.error, job.progress_done, job.progress_total) == (
+            "failed",
+            "no pages",
+            3,
+            9,
+        )
+        assert (job.expected_pages, job.metadata, job.poll_attempts) == (9, {}, 0)
+        assert isinstance(job.created_at, float)
+
+    async def test_one_completion_for_a_job_reported_under_two_message_ids(
+        self, store: Store
+    ) -> None:
+        first = await store.ingest(news(msg="m-a"), ["files", "hook"])
+        second = await store.ingest(news(msg="m-b"), ["files", "hook"])
+        assert (first.status, first.completed) == ("accepted", True)
+        assert (second.status, second.completed) == ("accepted", False)
+        assert len(await store.completions_after(0, 10)) == 1
+        assert await states(store) == {"files": "pending", "hook": "pending"}
+
+    async def test_only_terminal_news_creates_a_completion_with_one_dispatch_per_handler(
+        self, store: Store
+    ) -> None:
+        await store.ingest(news(state=State.RUNNING, msg="m0"), ["files", "hook", "queue"])
+        assert await store.completion_for(SOURCE, "job-1") is None
+        await complete(store, "job-1", "files", "hook", "queue")
+        rows = await store.dispatches_for(SOURCE, "job-1")
+        assert [(d.handler, d.state, d.attempts) for d in rows] == [
+            ("files", "pending", 0), ("hook", "pending", 0), ("queue", "pending", 0)
+        ]  # fmt: skip
+
+    async def test_dispatches_wait_until_their_completion_is_resolved(self, store: Store) -> None:
+        await complete(store, resolve=True)
+        now = time.time() + 1
+        assert await store.claim_dispatches("w1", 10, 30, now) == []
+        (row,) = await store.claim_completions("w1", 10, 30, now)
+        assert (row.phase, row.attempts, row.job_id) == ("resolving", 1, "job-1")
+        assert await store.claim_completions("w2", 10, 30, now) == []
+        resolution = Resolution(result_path="/r/job-1", result_sha256="ab", result_bytes=3)
+        await store.resolve_completion(row.id, "w1", resolution)
+        ((dispatch, completion),) = await store.claim_dispatches("w1", 10, 30, now)
+        assert (completion.phase, completion.result_path, completion.result_bytes) == (
+            "ready", "/r/job-1", 3
+        )  # fmt: skip
+        assert dispatch.completion_id == completion.id
+
+    async def test_a_completion_that_needs_no_resolving_is_claimable_at_once(
+        self, store: Store
+    ) -> None:
+        await complete(store, resolve=False)
+        now = time.time() + 1
+        assert await store.claim_completions("w1", 10, 30, now) == []
+        assert [d.handler for d in await claim_all(store, "w1", now)] == ["files"]
+
+    async def test_a_claimed_dispatch_is_claimable_again_only_after_its_lease_expires(
+        self, store: Store
+    ) -> None:
+        await complete(store)
+        now = time.time() + 1
+        (first,) = await claim_all(store, "w1", now, lease=30)
+        assert await claim_all(store, "w2", now + 29) == []
+        (second,) = await claim_all(store, "w2", now + 31)
+        assert (second.id, second.attempts) == (first.id, 2)
+        # The first worker lost its lease: its late outcome changes nothing.
+        await store.finish_dispatch(first.id, "w1", error=None, next_attempt_at=None)
+        assert await states(store) == {"files": "running"}
+        await store.finish_dispatch(second.id, "w2", error=None, next_attempt_at=None)
+        assert await states(store) == {"files": "succeeded"}
+
+    async def test_a_claimed_completion_is_claimable_again_only_after_its_lease_expires(
+        self, store: Store
+    ) -> None:
+        await complete(store, resolve=True)
+        now = time.time() + 1
+        (first,) = await store.claim_completions("w1", 10, 30, now)
+        assert await store.claim_completions("w2", 10, 30, now + 29) == []
+        (second,) = await store.claim_completions("w2", 10, 30, now + 31)
+        assert (second.id, second.attempts) == (first.id, 2)
+        await store.resolve_completion(first.id, "w1", Resolution(result_path="/stale"))
+        row = await store.completion_for(SOURCE, "job-1")
+        assert row is not None
+        assert (row.phase, row.result_path) == ("resolving", None)
+
+    async def test_finish_records_success_retry_and_dead(self, store: Store) -> None:
+        await complete(store, "job-1", "a", "b", "c")
+        now = time.time() + 1
+        claimed = {d.handler: d for d in await claim_all(store, "w1", now)}
+        await store.finish_dispatch(claimed["a"].id, "w1", error=None, next_attempt_at=None)
+        await store.finish_dispatch(claimed["b"].id, "w1", error="boom", next_attempt_at=now + 100)
+        await store.finish_dispatch(claimed["c"].id, "w1", error="gone", next_attempt_at=None)
+        rows = {d.handler: d for d in await store.dispatches_for(SOURCE, "job-1")}
+        assert {h: d.state for h, d in rows.items()} == {
+            "a": "succeeded",
+            "b": "pending",
+            "c": "dead",
+        }
+        assert (rows["b"].last_error, rows["b"].next_attempt_at) == ("boom", now + 100)
+        assert await claim_all(store, "w2", now + 99) == []
+        assert [d.handler for d in await claim_all(store, "w2", now + 101)] == ["b"]
+
+    async def test_a_retried_completion_is_resolved_again_when_due(self, store: Store) -> None:
+        await complete(store, resolve=True)
+        now = time.time() + 1
+        (row,) = await store.claim_completions("w1", 10, 30, now)
+        await store.retry_completion(row.id, "w1", "provider down", now + 100)
+        assert await store.claim_completions("w2", 10, 30, now + 99) == []
+        (again,) = await store.claim_completions("w2", 10, 30, now + 101)
+        assert again.attempts == 2
+
+    async def test_replay_requeues_dead_dispatches_and_on_request_succeeded_ones(
+        self, store: Store
+    ) -> None:
+        await complete(store, "job-1", "a", "c")
+        now = time.time() + 1
+        claimed = {d.handler: d for d in await claim_all(store, "w1", now)}
+        await store.finish_dispatch(claimed["a"].id, "w1", error=None, next_attempt_at=None)
+        await store.finish_dispatch(claimed["c"].id, "w1", error="gone", next_attempt_at=None)
+        assert await store.replay(handler="a") == 0
+        assert await store.replay(job_id="other") == 0
+        assert await store.replay(source=SOURCE, job_id="job-1") == 1
+        assert await states(store) == {"a": "succeeded", "c": "pending"}
+        assert await store.replay(include_succeeded=True) == 1
+        rows = await store.dispatches_for(SOURCE, "job-1")
+        assert [(d.state, d.attempts, d.last_error) for d in rows] == [("pending", 0, None)] * 2
+
+    async def test_release_gives_claimed_work_back_at_once(self, store: Store) -> None:
+        await complete(store, "job-1", resolve=False)
+        await complete(store, "job-2", resolve=True)
+        now = time.time() + 1
+        assert len(await claim_all(store, "w1", now, lease=600)) == 1
+        assert len(await store.claim_completions("w1", 10, 600, now)) == 1
+        assert await store.release("w2") == 0
+        assert await store.release("w1") == 2
+        assert await states(store, "job-1") == {"files": "pending"}
+        (dispatch,) = await claim_all(store, "w2", now)
+        (completion,) = await store.claim_completions("w2", 10, 30, now)
+        assert (dispatch.attempts, completion.attempts) == (1, 1)
+
+    async def test_renew_extends_every_lease_its_owner_holds(self, store: Store) -> None:
+        await complete(store, "job-1")
+        await complete(store, "job-2", resolve=True)
+        now = time.time() + 1
+        assert len(await claim_all(store, "w1", now, lease=10)) == 1
+        assert len(await store.claim_completions("w1", 10, 10, now)) == 1
+        await store.renew("w1", now + 100)
+        assert await claim_all(store, "w2", now + 50) == []
+        assert await store.claim_completions("w2", 10, 30, now + 50) == []
+        assert len(await claim_all(store, "w2", now + 101)) == 1
+        assert len(await store.claim_completions("w2", 10, 30, now + 101)) == 1
+
+    async def test_a_resend_of_the_message_requeues_the_jobs_dead_dispatches(
+        self, store: Store
+    ) -> None:
+        await complete(store, "job-1", "a", "b")
+        now = time.time() + 1
+        claimed = {d.handler: d for d in await claim_all(store, "w1", now)}
+        await store.finish_dispatch(claimed["a"].id, "w1", error=None, next_attempt_at=None)
+        await store.finish_dispatch(claimed["b"].id, "w1", error="gone", next_attempt_at=None)
+        resend = await store.ingest(news("job-1", msg="m-job-1"), ["a", "b"])
+        assert (resend.status, resend.requeued) == ("duplicate", 1)
+        assert await states(store) == {"a": "succeeded", "b": "pending"}
+
+    async def test_next_due_is_the_earliest_pending_work(self, store: Store) -> None:
+        assert await store.next_due() is None
+        await complete(store)
+        now = time.time() + 1
+        due = await store.next_due()
+        assert due is not None
+        assert due <= now
+        (claimed,) = await claim_all(store, "w1", now, lease=30)
+        assert await store.next_due() == pytest.approx(now + 30)
+        await store.finish_dispatch(claimed.id, "w1", error="boom", next_attempt_at=now + 100)
+        assert await store.next_due() == pytest.approx(now + 100)
+
+    async def test_polls_fall_due_at_their_scheduled_time(self, store: Store) -> None:
+        t = time.time() + 100
+        await store.ingest(news("job-1", State.RUNNING, "m1", poll_at=t), [])
+        await store.ingest(news("job-2", State.RUNNING, "m2", poll_at=t + 50), [])
+        await store.ingest(news("job-3", State.RUNNING, "m3", poll_at=t, source="other"), [])
+        assert await store.due_polls(SOURCE, t - 1, 10) == []
+        assert [j.job_id for j in await store.due_polls(SOURCE, t, 10)] == ["job-1"]
+        assert await store.next_poll_at() == pytest.approx(t)
+        await store.schedule_poll(SOURCE, "job-1", t + 200, 3)
+        await store.ingest(news("job-3", State.SUCCEEDED, "m4", source="other"), [])
+        assert [j.job_id for j in await store.due_polls(SOURCE, t + 60, 10)] == ["job-2"]
+        await store.ingest(news("job-2", State.SUCCEEDED, "m5"), [])
+        assert await store.due_polls(SOURCE, t + 60, 10) == []
+        (job,) = await store.due_polls(SOURCE, t + 200, 10)
+        assert (job.job_id, job.poll_attempts) == ("job-1", 3)
+        assert await store.next_poll_at() == pytest.approx(t + 200)
+
+    async def test_a_named_lease_has_one_holder_until_it_expires(self, store: Store) -> None:
+        now = time.time()
+        assert await store.acquire_lease("poller", "a", 30, now)
+        assert not await store.acquire_lease("poller", "b", 30, now + 10)
+        assert await store.acquire_lease("poller", "a", 30, now + 20)  # renewed until now + 50
+        assert not await store.acquire_lease("poller", "b", 30, now + 40)
+        assert await store.acquire_lease("other", "b", 30, now + 40)
+        assert await store.acquire_lease("poller", "b", 30, now + 51)
+        assert not await store.acquire_lease("poller", "a", 30, now + 52)
+
+    async def test_admin_listing_filters_metadata_as_text_and_pages_by_key(
+        self, store: Store
+    ) -> None:
+        for n in range(5):
+            metadata = {"customer": "acme" if n % 2 else "zen", "n": n, "urgent": n == 3}
+            await store.ingest(news(f"job-{n}", msg=f"m{n}", metadata=metadata), [])
+        acme = JobFilter(metadata=(("customer", "acme"),))
+        assert {r.job.job_id for r in await store.list_jobs(acme, limit=10)} == {"job-1", "job-3"}
+        urgent = JobFilter(metadata=(("urgent", "true"), ("n", "3")))
+        assert [r.job.job_id for r in await store.list_jobs(urgent, limit=10)] == ["job-3"]
+        first = await store.list_jobs(JobFilter(), limit=3)
+        rest = await store.list_jobs(JobFilter(), limit=3, after=first[-1].key)
+        assert len(first) == 3
+        assert len(rest) == 2
+        assert {r.job.job_id for r in [*first, *rest]} == {f"job-{n}" for n in range(5)}
+
+    async def test_backlog_and_stats_count_work_by_state(self, store: Store) -> None:
+        await complete(store, "job-1", "a", "b")
+        await complete(store, "job-2", resolve=True)
+        await store.ingest(news("job-3", State.RUNNING, "m3"), [])
+        now = time.time() + 1
+        claimed = {d.handler: d for d in await claim_all(store, "w1", now)}
+        await store.finish_dispatch(claimed["b"].id, "w1", error="gone", next_attempt_at=None)
+        backlog = await store.backlog()
+        assert (backlog.resolving, backlog.pending, backlog.running, backlog.dead) == (1, 1, 1, 1)
+        stats = await store.job_stats(0)
+        assert (stats.total, stats.terminal, stats.by_state) == (
+            3,
+            2,
+            {"succeeded": 2, "running": 1},
+        )
+        assert stats.handler_failures["b"] == {"dead": 1, "retrying": 0}
+
+    async def test_purge_removes_only_delivered_jobs(self, store: Store) -> None:
+        await complete(store, "job-1", "a", resolve=True)
+        await complete(store, "job-2", "a", resolve=False)
+        now = time.time() + 1
+        (row,) = await store.claim_completions("w1", 10, 30, now)
+        await store.resolve_completion(row.id, "w1", Resolution(result_path="/r/job-1"))
+        claimed = {d.completion_id: d for d in await claim_all(store, "w1", now)}
+        await store.finish_dispatch(claimed[row.id].id, "w1", error=None, next_attempt_at=None)
+        assert await store.delivered_results(10) == [(row.id, "/r/job-1")]
+        assert await store.purge(now + 3600, 10) == (1, ["/r/job-1"])
+        assert await store.get_job(SOURCE, "job-1") is None
+        assert await store.deliveries_for(SOURCE, "job-1") == []
+        assert await store.get_job(SOURCE, "job-2") is not None
+
+    async def test_forgotten_results_are_no_longer_listed_as_delivered(self, store: Store) -> None:
+        await complete(store, "job-1", "a", resolve=True)
+        now = time.time() + 1
+        (row,) = await store.claim_completions("w1", 10, 30, now)
+        await store.resolve_completion(row.id, "w1", Resolution(result_path="/r/job-1"))
+        (dispatch,) = await claim_all(store, "w1", now)
+        await store.finish_dispatch(dispatch.id, "w1", error=None, next_attempt_at=None)
+        assert await store.forget_results([]) == 0
+        assert await store.forget_results([row.id]) == 1
+        assert await store.delivered_results(10) == []
+
+    async def test_completions_are_listed_in_id_order_after_a_given_id(self, store: Store) -> None:
+        assert await store.last_completion_id() == 0
+        for n in range(3):
+            await complete(store, f"job-{n}")
+        rows = await store.completions_after(0, 10)
+        assert [r.job_id for r in rows] == ["job-0", "job-1", "job-2"]
+        assert await store.last_completion_id() == rows[-1].id
+        assert [r.job_id for r in await store.completions_after(rows[0].id, 1)] == ["job-1"]
+
+    async def test_a_closed_store_refuses_work(self, store: Store) -> None:
+        await store.close()
+        with pytest.raises(StoreUnavailableError):
+            await store.ingest(news(), ["files"])
+        with pytest.raises(StoreUnavailableError):
+            await store.ping()
