@@ -46,6 +46,18 @@ class _Write:
     future: asyncio.Future[Any] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    sync: Callable[[sqlite3.Connection], Any] | None = None
+    """The same operation as a plain function, run on aiosqlite's thread: a batch made only of
+    these goes there once, instead of once per statement (each trip is a loop wake-up)."""
+
+
+class _BatchFailed(Exception):
+    """A batch run on the SQLite thread failed: at operation ``index``, or (None) BEGIN/COMMIT."""
+
+    def __init__(self, index: int | None, error: Exception) -> None:
+        super().__init__(str(error))
+        self.index = index
+        self.error = error
 
 
 class SQLiteStore(Store):
@@ -105,6 +117,19 @@ class SQLiteStore(Store):
         result: T = await asyncio.shield(op.future)
         return result
 
+    async def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``_write`` for an operation that is a plain function of the sqlite3 connection."""
+
+        async def hop(db: aiosqlite.Connection) -> T:
+            return await _on_thread(db, fn)
+
+        if self._writer is None or self._writer.done():
+            raise StoreUnavailableError("the store is not open")
+        op = _Write(hop, sync=fn)
+        self._queue.put_nowait(op)
+        result: T = await asyncio.shield(op.future)
+        return result
+
     async def _run_writer(self) -> None:
         stopping = False
         while not stopping:
@@ -123,6 +148,9 @@ class SQLiteStore(Store):
     async def _commit(self, batch: list[_Write]) -> None:
         assert self._db is not None
         db = self._db
+        if all(op.sync is not None for op in batch):
+            await self._commit_on_thread(db, batch)
+            return
         results: list[Any] = []
         current: _Write | None = None
         try:
@@ -147,6 +175,27 @@ class SQLiteStore(Store):
             if not op.future.done():
                 op.future.set_result(result)
 
+    async def _commit_on_thread(self, db: aiosqlite.Connection, batch: list[_Write]) -> None:
+        """``_commit`` in one trip to the SQLite thread, with the same outcomes."""
+        fns = [op.sync for op in batch if op.sync is not None]
+        try:
+            results = await _on_thread(db, _run_batch, fns)
+        except _BatchFailed as failed:
+            if failed.index is not None and len(batch) > 1:
+                # One bad operation must not fail its neighbours: fail it, commit the rest.
+                bad = batch[failed.index]
+                _fail([bad], failed.error)
+                await self._commit([op for op in batch if op is not bad])
+                return
+            _fail(batch, failed.error)
+            return
+        except Exception as exc:  # the connection is gone: nothing was stored
+            _fail(batch, exc)
+            return
+        for op, result in zip(batch, results, strict=True):
+            if not op.future.done():
+                op.future.set_result(result)
+
     async def _read(self, query: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         if self._reader is None:
             raise StoreUnavailableError("the store is not open")
@@ -163,7 +212,7 @@ class SQLiteStore(Store):
     async def ingest(
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True
     ) -> IngestResult:
-        return await self._write(lambda db: _ingest(db, event, handlers, resolve, sql.now()))
+        return await self._write_sync(lambda db: _ingest(db, event, handlers, resolve, sql.now()))
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._read(sql.SELECT_JOB, (source, job_id))
@@ -172,64 +221,64 @@ class SQLiteStore(Store):
     async def claim_completions(
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[CompletionRow]:
-        async def op(db: aiosqlite.Connection) -> list[CompletionRow]:
-            rows = await db.execute_fetchall(
+        def op(db: sqlite3.Connection) -> list[CompletionRow]:
+            rows = db.execute(
                 sql.CLAIM_COMPLETIONS, (owner, now + lease_seconds, now, now, limit)
-            )
+            ).fetchall()
             return [sql.completion_row(r) for r in rows]
 
-        return await self._write(op)
+        return await self._write_sync(op)
 
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
     ) -> None:
         params = sql.resolution_params(completion_id, owner, resolution)
-        await self._write(lambda db: db.execute(sql.RESOLVE_COMPLETION, params))
+        await self._write_sync(lambda db: db.execute(sql.RESOLVE_COMPLETION, params))
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float
     ) -> None:
         params = (error, next_attempt_at, completion_id, owner)
-        await self._write(lambda db: db.execute(sql.RETRY_COMPLETION, params))
+        await self._write_sync(lambda db: db.execute(sql.RETRY_COMPLETION, params))
 
     async def claim_dispatches(
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[tuple[DispatchRow, CompletionRow]]:
-        async def op(db: aiosqlite.Connection) -> list[tuple[DispatchRow, CompletionRow]]:
-            rows = await db.execute_fetchall(
+        def op(db: sqlite3.Connection) -> list[tuple[DispatchRow, CompletionRow]]:
+            rows = db.execute(
                 sql.CLAIM_DISPATCHES, (owner, now + lease_seconds, now, now, now, limit)
-            )
+            ).fetchall()
             claimed = [sql.dispatch_row(r) for r in rows]
             if not claimed:
                 return []
             ids = sorted({d.completion_id for d in claimed})
             marks = ",".join("?" * len(ids))
-            comps = await db.execute_fetchall(f"{sql.SELECT_COMPLETION} WHERE id IN ({marks})", ids)
+            comps = db.execute(f"{sql.SELECT_COMPLETION} WHERE id IN ({marks})", ids).fetchall()
             by_id = {c.id: c for c in map(sql.completion_row, comps)}
             return [(d, by_id[d.completion_id]) for d in claimed]
 
-        return await self._write(op)
+        return await self._write_sync(op)
 
     async def finish_dispatch(
         self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
     ) -> None:
         params = sql.finish_params(dispatch_id, owner, error, next_attempt_at)
-        await self._write(lambda db: db.execute(sql.FINISH_DISPATCH, params))
+        await self._write_sync(lambda db: db.execute(sql.FINISH_DISPATCH, params))
 
     async def renew(self, owner: str, lease_until: float) -> None:
-        async def op(db: aiosqlite.Connection) -> None:
-            await db.execute(sql.RENEW_DISPATCHES, (lease_until, owner))
-            await db.execute(sql.RENEW_COMPLETIONS, (lease_until, owner))
+        def op(db: sqlite3.Connection) -> None:
+            db.execute(sql.RENEW_DISPATCHES, (lease_until, owner))
+            db.execute(sql.RENEW_COMPLETIONS, (lease_until, owner))
 
-        await self._write(op)
+        await self._write_sync(op)
 
     async def release(self, owner: str) -> int:
-        async def op(db: aiosqlite.Connection) -> int:
-            a = await db.execute(sql.RELEASE_DISPATCHES, (owner,))
-            b = await db.execute(sql.RELEASE_COMPLETIONS, (owner,))
+        def op(db: sqlite3.Connection) -> int:
+            a = db.execute(sql.RELEASE_DISPATCHES, (owner,))
+            b = db.execute(sql.RELEASE_COMPLETIONS, (owner,))
             return a.rowcount + b.rowcount
 
-        return await self._write(op)
+        return await self._write_sync(op)
 
     async def next_due(self) -> float | None:
         rows = await self._read(sql.NEXT_DUE)
@@ -262,15 +311,15 @@ class SQLiteStore(Store):
 
     async def schedule_poll(self, source: str, job_id: str, at: float, attempts: int) -> None:
         params = (at, attempts, source, job_id)
-        await self._write(lambda db: db.execute(sql.SCHEDULE_POLL, params))
+        await self._write_sync(lambda db: db.execute(sql.SCHEDULE_POLL, params))
 
     async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
         params = (name, owner, now + ttl, now)
 
-        async def op(db: aiosqlite.Connection) -> bool:
-            return bool(await db.execute_fetchall(sql.ACQUIRE_LEASE, params))
+        def op(db: sqlite3.Connection) -> bool:
+            return bool(db.execute(sql.ACQUIRE_LEASE, params).fetchall())
 
-        return await self._write(op)
+        return await self._write_sync(op)
 
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
@@ -343,31 +392,59 @@ async def _one(db: aiosqlite.Connection, query: str, params: Sequence[Any] = ())
     return rows[0]
 
 
-async def _ingest(
-    db: aiosqlite.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
+async def _on_thread(db: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(connection, *args)`` on aiosqlite's thread, the one its connection belongs to.
+
+    Through aiosqlite's ``_execute`` (the version is pinned): its public calls make one trip
+    per statement, and a trip is the cost that group commit is there to share.
+    """
+    result: T = await db._execute(fn, db._conn, *args)  # type: ignore[no-untyped-call]
+    return result
+
+
+def _run_batch(db: sqlite3.Connection, fns: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
+    """On the SQLite thread: BEGIN, every operation, COMMIT; _BatchFailed says what failed."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except Exception as exc:
+        raise _BatchFailed(None, exc) from exc
+    results: list[Any] = []
+    try:
+        for fn in fns:
+            results.append(fn(db))
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            db.execute("ROLLBACK")
+        raise _BatchFailed(len(results), exc) from exc
+    try:
+        db.execute("COMMIT")
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            db.execute("ROLLBACK")
+        raise _BatchFailed(None, exc) from exc
+    return results
+
+
+def _ingest(
+    db: sqlite3.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
     if event.message_id is not None:
-        inserted = await db.execute_fetchall(sql.INSERT_DELIVERY, sql.delivery_params(event, now))
+        inserted = db.execute(sql.INSERT_DELIVERY, sql.delivery_params(event, now)).fetchall()
         if not inserted:
-            cursor = await db.execute(
-                sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id)
-            )
-            (state,) = await _one(
-                db,
+            cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
+            (state,) = db.execute(
                 "SELECT state FROM jobs WHERE source = ? AND job_id = ?",
                 (event.source, event.job_id),
-            )
+            ).fetchone()
             return IngestResult("duplicate", event.job_id, State(state), requeued=cursor.rowcount)
-    ((state,),) = await db.execute_fetchall(sql.UPSERT_JOB, sql.job_params(event, now))
+    ((state,),) = db.execute(sql.UPSERT_JOB, sql.job_params(event, now)).fetchall()
     completed = False
     if event.state.terminal and state == event.state:
-        created = await db.execute_fetchall(
+        created = db.execute(
             sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve)
-        )
+        ).fetchall()
         if created:
             completed = True
-            completion_id = next(iter(created))[0]
-            await db.executemany(
-                sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers]
-            )
+            completion_id = created[0][0]
+            db.executemany(sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers])
     return IngestResult("accepted", event.job_id, State(state), completed=completed)
