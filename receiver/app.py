@@ -35,7 +35,9 @@ def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
     """One verifier (of the source's signature scheme) and adapter per configured source."""
     return {
         name: webhooks.Source(
-            name, get_provider(cfg.provider, cfg), build_verifier(cfg.signature, cfg.secrets)
+            name,
+            get_provider(cfg.provider, cfg),
+            build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
         )
         for name, cfg in settings.sources.items()
     }

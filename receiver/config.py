@@ -34,6 +34,7 @@ from receiver.providers import PROVIDERS
 from receiver.providers.pointer import Pointer
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, check_scheme
+from receiver.verify import parse_public_key
 
 ENV_PREFIX = "JOBHOOK_"
 DEFAULT_CONFIG = Path("jobhook.toml")
@@ -60,6 +61,8 @@ class ServerSettings(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     max_body_bytes: int = Field(1_048_576, gt=0)
+    body_timeout_seconds: float = Field(10.0, gt=0)
+    """A webhook body must arrive within this many seconds of its headers, else 408."""
     admin_token: SecretValue | None = None
     shutdown_grace_seconds: float = Field(10.0, ge=0)
 
@@ -149,7 +152,9 @@ class GenericSettings(_Section):
 class SourceSettings(_Section):
     provider: str
     signature: str = "svix"
-    secrets: tuple[SecretValue, ...]
+    public_keys: tuple[str, ...] = ()
+    """``whpk_`` ed25519 keys for Standard Webhooks ``v1a`` signatures (svix only)."""
+    secrets: tuple[SecretValue, ...] = Field((), validate_default=True)
     api_base_url: str | None = None
     api_key: SecretValue | None = None
     poll: PollSettings = PollSettings()
@@ -170,13 +175,27 @@ class SourceSettings(_Section):
         check_scheme(scheme, info.data.get("provider"))  # absent when it was refused
         return scheme
 
+    @field_validator("public_keys")
+    @classmethod
+    def _valid_public_keys(cls, keys: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if keys and info.data.get("signature", "svix") != "svix":
+            raise ValueError("public keys (v1a) are only for signature 'svix'")
+        env = info.context.get("env") if isinstance(info.context, dict) else None
+        resolved = tuple(resolve_secret(key, env) for key in keys)
+        for index, key in enumerate(resolved):
+            parse_public_key(key, index)
+        return resolved
+
     @field_validator("secrets")
     @classmethod
     def _valid_secrets(
         cls, secrets: tuple[Secret, ...], info: ValidationInfo
     ) -> tuple[Secret, ...]:
-        if not secrets:
-            raise ValueError("a signed source needs at least one secret")
+        # public_keys is absent from info.data when it was refused: its own error suffices.
+        if not secrets and not info.data.get("public_keys", ("refused",)):
+            raise ValueError(
+                "a signed source needs at least one secret (or, for svix, a whpk_ public key)"
+            )
         # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
         scheme = info.data.get("signature")
         for index, secret in enumerate(secrets):

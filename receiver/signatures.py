@@ -60,11 +60,20 @@ def check_hmac_secret(value: str, index: int = 0) -> None:
 
 
 def build_verifier(
-    scheme: str, secrets: Sequence[Secret], *, clock: Callable[[], float] = time.time
+    scheme: str,
+    secrets: Sequence[Secret],
+    *,
+    public_keys: Sequence[str] = (),
+    clock: Callable[[], float] = time.time,
 ) -> Verifier:
-    """The verifier of ``scheme`` holding ``secrets``; ValueError for an unknown scheme."""
+    """The verifier of ``scheme`` holding ``secrets`` (and, for svix, ed25519 ``public_keys``).
+
+    ValueError for an unknown scheme, or public keys for a scheme that has none.
+    """
     if scheme == "svix":
-        return SvixVerifier(secrets, clock=clock)
+        return SvixVerifier(secrets, public_keys=public_keys, clock=clock)
+    if public_keys:
+        raise ValueError(f"signature {scheme!r} has no public keys; only svix (v1a) does")
     if scheme == "docurift":
         return DocuRiftVerifier(secrets, clock=clock)
     if scheme == "docextract":

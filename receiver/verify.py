@@ -4,8 +4,9 @@ Every scheme implements ``Verifier``; each failure is a VerificationError with i
 (400 for malformed input, 401 for a wrong or stale signature). Svix / Standard Webhooks headers
 come from either family (``svix-*`` or ``webhook-*``); a source may hold several secrets during
 rotation and any of them accepts. The shape of the headers is checked here so that each failure
-gets its own reason; the cryptographic check itself is svix's. The HMAC schemes of providers
-that do not sign through Svix are in ``receiver.signatures``.
+gets its own reason; the cryptographic check itself is svix's for ``v1`` (HMAC) entries and
+``cryptography``'s for ``v1a`` (ed25519) entries, which svix skips, against ``whpk_`` public
+keys. The HMAC schemes of providers that do not sign through Svix are in ``receiver.signatures``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from svix.webhooks import Webhook, WebhookVerificationError
 
 from receiver.errors import VerificationError
@@ -30,6 +33,7 @@ TOLERANCE_SECONDS = 5 * 60
 _TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
 _VERSION = re.compile(r"^v[0-9]+[a-z]?$")
 MAX_MESSAGE_ID = 256
+PUBLIC_KEY_PREFIX = "whpk_"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,19 +108,45 @@ def require_utf8(body: bytes) -> str:
         raise VerificationError("body_not_utf8", "the body is not UTF-8") from None
 
 
+def parse_public_key(value: str, index: int = 0) -> Ed25519PublicKey:
+    """A ``whpk_`` Standard Webhooks public key: base64 of 32 raw ed25519 bytes; ValueError else.
+
+    The message names the key by its index, never its text (a secret may be pasted by mistake).
+    """
+    if value.startswith("whsk_"):
+        raise ValueError(
+            f"public key #{index} is a whsk_ secret key: configure its whpk_ public key instead"
+        )
+    if not value.startswith(PUBLIC_KEY_PREFIX):
+        raise ValueError(f"public key #{index} must start with {PUBLIC_KEY_PREFIX!r}")
+    try:
+        raw = base64.b64decode(value.removeprefix(PUBLIC_KEY_PREFIX), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"public key #{index} is not valid base64") from None
+    if len(raw) != 32:
+        raise ValueError(f"public key #{index} is {len(raw)} bytes, an ed25519 key is 32")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
 class SvixVerifier:
-    """Verifies Svix / Standard Webhooks signatures against one or more secrets."""
+    """Verifies Svix / Standard Webhooks signatures: ``v1`` with secrets, ``v1a`` with keys."""
 
     def __init__(
-        self, secrets: Sequence[Secret], *, clock: Callable[[], float] = time.time
+        self,
+        secrets: Sequence[Secret],
+        *,
+        public_keys: Sequence[str] = (),
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        if not secrets:
-            raise ValueError("a verifier needs at least one secret")
+        if not secrets and not public_keys:
+            raise ValueError("a verifier needs at least one secret or public key")
         self._webhooks = [Webhook(secret.reveal()) for secret in secrets]
+        self._public_keys = [parse_public_key(key, i) for i, key in enumerate(public_keys)]
         self._clock = clock
 
     def __repr__(self) -> str:
-        return f"SvixVerifier(secrets={len(self._webhooks)})"
+        keys = f", public_keys={len(self._public_keys)}" if self._public_keys else ""
+        return f"SvixVerifier(secrets={len(self._webhooks)}{keys})"
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
         """Return the message id and timestamp when ``body`` verifies; VerificationError else."""
@@ -139,7 +169,25 @@ class SvixVerifier:
                     "malformed_signature", "the signature header is malformed", status_code=400
                 ) from exc
             return Verified(signed.message_id, timestamp)
+        if self._public_keys and self._v1a_matches(body, signed):
+            return Verified(signed.message_id, timestamp)
         raise VerificationError("bad_signature", "no matching signature", status_code=401)
+
+    def _v1a_matches(self, body: bytes, signed: SignedHeaders) -> bool:
+        """Whether any ``v1a`` entry is an ed25519 signature of the delivery by a known key."""
+        message = f"{signed.message_id}.{signed.timestamp}.".encode() + body
+        for entry in signed.signature.split(" "):
+            version, _, value = entry.partition(",")
+            if version != "v1a":
+                continue
+            signature = base64.b64decode(value)  # its shape was checked before
+            for key in self._public_keys:
+                try:
+                    key.verify(signature, message)
+                except InvalidSignature:
+                    continue
+                return True
+        return False
 
 
 def _check_signature_shape(header: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -37,8 +38,12 @@ class Source:
     verifier: Verifier
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, refused with 413 as soon as it (or its Content-Length) exceeds ``limit``."""
+async def read_body(request: Request, limit: int, seconds: float | None = None) -> bytes:
+    """The raw body, refused with 413 as soon as it (or its Content-Length) exceeds ``limit``.
+
+    A body that has not fully arrived ``seconds`` after its headers is refused with 408:
+    uvicorn has no body-read timeout, so a client trickling bytes would hold a request forever.
+    """
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -47,11 +52,17 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise BodyTooLargeError("body_too_large", f"the body exceeds {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLargeError("body_too_large", f"the body exceeds {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(seconds):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLargeError("body_too_large", f"the body exceeds {limit} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RejectedError(
+            "body_timeout", f"the body did not arrive within {seconds:g} s", status_code=408
+        ) from None
     return b"".join(chunks)
 
 
@@ -64,7 +75,9 @@ async def receive(request: Request) -> JSONResponse:
     try:
         if source is None:
             raise UnknownSourceError("unknown_source", f"no source named {name!r}")
-        body = await read_body(request, state.max_body_bytes)
+        body = await read_body(
+            request, state.max_body_bytes, state.settings.server.body_timeout_seconds
+        )
         signed = source.verifier.verify(body, request.headers)
         bound = bound.bind(message_id=signed.message_id)
         try:
