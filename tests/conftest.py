@@ -8,6 +8,7 @@ import structlog
 
 from receiver.config import Settings, load_settings
 from receiver.log import configure_logging
+from tests.reliability.secretscan import pytest_runtest_makereport  # noqa: F401 (a hook)
 from tests.services import postgres_database
 from tests.support import SECRET
 

@@ -1,0 +1,302 @@
+"""The crash ledger: signed webhooks at a steady rate into a real service that is SIGKILLed again
+and again, and a ledger of what was acknowledged against what the handlers received.
+
+    sender ──POST /webhooks/reducto (retried like Svix until a 2xx)──▶ service process
+                                                                     (SQLite, 2 http handlers)
+    killer ──SIGKILL at a random moment, restart── N times                │
+    downstream (in this process) ◀──POST /alpha, /beta──────────────────────┘
+
+A webhook counts as acknowledged once any attempt got a 2xx. At the end every acknowledged job
+must have reached every handler at least once; handler calls beyond the first are duplicates,
+and only dispatches that were claimed (``running``) when a kill landed may be delivered twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import random
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from receiver.serving import serving
+from tests.reliability.service import Service
+from tests.support import SECRET, reducto_body, signed_headers
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+HANDLERS = ("alpha", "beta")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How hard the run pushes: rate, kills and how long each service lives before one."""
+
+    kills: int
+    rate: float
+    """New webhooks per second."""
+    uptime: tuple[float, float]
+    """Seconds a ready service runs before its kill (uniform)."""
+    startup_kills: float = 0.2
+    """The share of kills aimed at startup instead (0.1 to 1 s after the start, before ready)."""
+    latency: tuple[float, float] = (0.0, 0.02)
+    """How long the downstream works on each handler call, so kills land during handling."""
+    lease_seconds: float = 3.0
+    concurrency: int = 16
+    open_webhooks: int = 800
+    """Webhooks the sender keeps open (sending or waiting to retry) at once, like Svix's queue."""
+    connections: int = 64
+    drain_timeout: float = 120.0
+    seed: int = 1
+    log_level: str = "info"
+
+
+@dataclass(slots=True)
+class Figures:
+    """What a run did and what it found; ``lost`` must be 0."""
+
+    seconds: float = 0.0
+    offered: float = 0.0
+    webhooks: int = 0
+    attempts: int = 0
+    acknowledged: int = 0
+    unacknowledged: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+    transport_errors: int = 0
+    kills: int = 0
+    kills_before_ready: int = 0
+    kills_during_handling: int = 0
+    claimed_at_kills: int = 0
+    handler_calls: int = 0
+    delivered: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    slowest_restart: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.webhooks / self.seconds if self.seconds else 0.0
+
+    @property
+    def server_errors(self) -> int:
+        return sum(n for status, n in self.statuses.items() if status >= 500)
+
+    def line(self) -> str:
+        return (
+            f"webhooks={self.webhooks} ({self.rate:.0f}/s of {self.offered:.0f}/s offered, "
+            f"over {self.seconds:.0f}s) "
+            f"attempts={self.attempts} 2xx={self.acknowledged} unacked={self.unacknowledged} "
+            f"5xx={self.server_errors} kills={self.kills} "
+            f"(before_ready={self.kills_before_ready}, "
+            f"during_handling={self.kills_during_handling}, claimed={self.claimed_at_kills}) "
+            f"handler_calls={self.handler_calls} "
+            f"delivered={self.delivered} duplicates={self.duplicates} lost={self.lost} "
+            f"slowest_start={self.slowest_restart:.1f}s"
+        )
+
+
+class Downstream:
+    """The handlers' target: counts each call per handler and job, after working ``latency``."""
+
+    def __init__(self, latency: tuple[float, float], rng: random.Random) -> None:
+        self.latency = latency
+        self.rng = rng
+        self.calls: dict[str, collections.Counter[str]] = {
+            h: collections.Counter() for h in HANDLERS
+        }
+        self.in_flight = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body, more = b"", True
+        while more:
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+        self.in_flight += 1
+        try:
+            await asyncio.sleep(self.rng.uniform(*self.latency))
+            self.calls[scope["path"].strip("/")][json.loads(body)["job_id"]] += 1
+        finally:
+            self.in_flight -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    def missing(self, job_ids: set[str]) -> int:
+        """(job, handler) pairs not delivered yet."""
+        return sum(1 for h in HANDLERS for j in job_ids if self.calls[h][j] == 0)
+
+
+class Sender:
+    """Creates webhooks at ``rate`` and retries each (new timestamp and signature) until a 2xx."""
+
+    def __init__(self, service: Service, plan: Plan, rng: random.Random) -> None:
+        self.service = service
+        self.plan = plan
+        self.rng = rng
+        self.created = 0
+        self.attempts = 0
+        self.transport_errors = 0
+        self.statuses: collections.Counter[int] = collections.Counter()
+        self.acked: set[str] = set()
+        self.refused: set[str] = set()
+
+    async def run(self, stop: asyncio.Event, give_up_after: float) -> None:
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(self.plan.open_webhooks)
+        tasks: set[asyncio.Task[None]] = set()
+        limits = httpx.Limits(max_connections=self.plan.connections)
+        async with httpx.AsyncClient(timeout=10.0, limits=limits) as client:
+            started = loop.time()
+            while not stop.is_set():
+                delay = started + self.created / self.plan.rate - loop.time()
+                if delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), delay)
+                    continue
+                await slots.acquire()
+                task = asyncio.create_task(self._deliver(client, self.created, give_up_after))
+                task.add_done_callback(lambda t: (slots.release(), tasks.discard(t)))
+                tasks.add(task)
+                self.created += 1
+            await asyncio.gather(*tasks)
+
+    async def _deliver(self, client: httpx.AsyncClient, n: int, give_up_after: float) -> None:
+        job_id, msg_id = f"job-{n}", f"msg-{n}"
+        body = reducto_body(job_id)
+        deadline = time.monotonic() + give_up_after
+        for attempt in range(1, 10_000):
+            self.attempts += 1
+            try:
+                response = await client.post(
+                    f"{self.service.url}/webhooks/reducto",
+                    content=body,
+                    headers=signed_headers(body, msg_id=msg_id),
+                )
+            except httpx.TransportError:
+                self.transport_errors += 1
+            else:
+                self.statuses[response.status_code] += 1
+                if response.is_success:
+                    self.acked.add(job_id)
+                    return
+                if response.status_code < 500:
+                    self.refused.add(job_id)
+                    return
+            if time.monotonic() > deadline:
+                return
+            # Svix waits 5 s, then minutes; a shorter schedule keeps the run short.
+            await asyncio.sleep(min(0.25 * 2**attempt, 4.0) * self.rng.uniform(0.5, 1.0))
+
+
+def write_config(tmp_path: Path, target: str, plan: Plan) -> Path:
+    config = tmp_path / "jobhook.toml"
+    handlers = "".join(
+        f'[[handlers]]\nname = "{h}"\ntype = "http"\nurl = "{target}/{h}"\ntimeout = 10\n'
+        "backoff_initial = 0.2\nbackoff_max = 2\nmax_attempts = 50\n"
+        for h in HANDLERS
+    )
+    config.write_text(
+        f"""
+data_dir = "{tmp_path / "data"}"
+[server]
+shutdown_grace_seconds = 5
+[dispatch]
+lease_seconds = {plan.lease_seconds}
+concurrency = {plan.concurrency}
+[sources.reducto]
+provider = "reducto"
+secrets = ["{SECRET}"]
+{handlers}""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def claimed_dispatches(db: Path) -> int:
+    """Dispatches a (now dead) service had claimed and not finished: the only ones it may repeat."""
+    if not db.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        try:
+            ((count,),) = conn.execute("SELECT count(*) FROM dispatches WHERE state = 'running'")
+        except sqlite3.OperationalError:  # killed before its first migration committed
+            return 0
+    return int(count)
+
+
+async def run_ledger(tmp_path: Path, plan: Plan) -> tuple[Figures, Service, Downstream, Sender]:
+    """Run the whole scenario; the caller checks the figures and the store."""
+    rng = random.Random(plan.seed)
+    downstream = Downstream(plan.latency, random.Random(plan.seed + 1))
+    figures = Figures()
+    db = tmp_path / "data" / "jobhook.db"
+    async with serving(downstream) as target:
+        service = Service(write_config(tmp_path, target, plan), tmp_path / "service.log",
+                          level=plan.log_level)  # fmt: skip
+        sender = Sender(service, plan, random.Random(plan.seed + 2))
+        stop_sending = asyncio.Event()
+        started = time.monotonic()
+        try:
+            service.start()
+            sending = asyncio.create_task(sender.run(stop_sending, give_up_after=120.0))
+            for _ in range(plan.kills):
+                if rng.random() < plan.startup_kills:
+                    await asyncio.sleep(rng.uniform(0.1, 1.0))
+                    before_ready = not await service.is_ready()
+                else:
+                    startup = await service.wait_ready()
+                    figures.slowest_restart = max(figures.slowest_restart, startup)
+                    await asyncio.sleep(rng.uniform(*plan.uptime))
+                    before_ready = False
+                service.kill()
+                claimed = claimed_dispatches(db)
+                figures.kills += 1
+                figures.kills_before_ready += before_ready
+                figures.kills_during_handling += claimed > 0
+                figures.claimed_at_kills += claimed
+                service.start()
+            await service.wait_ready()
+            await asyncio.sleep(1.0)  # the last service takes webhooks for a while, unkilled
+            stop_sending.set()
+            await sending
+            figures.seconds = time.monotonic() - started
+            with contextlib.suppress(TimeoutError):  # what is still missing then is lost
+                async with asyncio.timeout(plan.drain_timeout):
+                    while downstream.missing(sender.acked):
+                        await asyncio.sleep(0.2)
+            await service.stop()
+        finally:
+            stop_sending.set()
+            service.close()
+    figures.offered = plan.rate
+    figures.webhooks = sender.created
+    figures.attempts = sender.attempts
+    figures.acknowledged = len(sender.acked)
+    figures.unacknowledged = sender.created - len(sender.acked)
+    figures.statuses = dict(sender.statuses)
+    figures.transport_errors = sender.transport_errors
+    figures.handler_calls = sum(sum(c.values()) for c in downstream.calls.values())
+    figures.lost = downstream.missing(sender.acked)
+    figures.delivered = len(sender.acked) * len(HANDLERS) - figures.lost
+    figures.duplicates = sum(n - 1 for c in downstream.calls.values() for n in c.values() if n > 1)
+    return figures, service, downstream, sender
+
+
+def stored_state(db: Path) -> tuple[set[str], dict[str, int]]:
+    """The message ids the store holds, and its dispatches counted by state."""
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        messages = {row[0] for row in conn.execute("SELECT message_id FROM deliveries")}
+        states = dict(conn.execute("SELECT state, count(*) FROM dispatches GROUP BY state"))
+    return messages, states
