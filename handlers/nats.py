@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
-import importlib
 import math
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
 
 import structlog
 
+from handlers import broker
+from handlers.broker import dedupe_id
 from receiver.errors import RetryableError
-from receiver.secret import Secret, resolve_secret
+from receiver.secret import Secret
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -36,7 +35,6 @@ log = structlog.get_logger("handlers.nats")
 DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
 MSG_ID_HEADER = "Nats-Msg-Id"
-INSTALL_HINT = "install jobhook[nats] (uv sync --extra nats)"
 RECONNECT_WAIT_SECONDS = 1
 _BAD_SUBJECT_CHARS = frozenset(" \t\r\n*>")
 _BAD_STREAM_CHARS = frozenset(" \t\r\n.*>/\\")
@@ -53,7 +51,7 @@ class NatsHandler:
         stream: str | None = None,
         timeout: float = 5.0,
     ) -> None:
-        _require_extra()
+        broker.require_extra("nats.js", "nats", "nats-py")
         self.name = name
         self.subject = _check_subject(subject)
         if stream is not None and (
@@ -61,9 +59,7 @@ class NatsHandler:
         ):
             raise ValueError("'stream' must be a stream name without spaces, '.', '*', '>' or '/'")
         self.stream = stream
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError("'timeout' must be a positive number of seconds")
-        self.timeout = float(timeout)
+        self.timeout = broker.positive_seconds(timeout)
         self._servers = _resolve_servers(servers)
         self.display_servers = [_display(s.reveal()) for s in self._servers]
         self._nc: Client | None = None
@@ -218,17 +214,7 @@ class NatsHandler:
         log.info("nats_reconnected", handler=self.name)
 
     def _describe(self, exc: BaseException) -> str:
-        if str(exc):
-            text = f"{type(exc).__name__}: {exc}"
-        elif isinstance(exc, TimeoutError):
-            text = f"TimeoutError: no answer within {self.timeout}s"
-        else:
-            text = type(exc).__name__
-        for server in self._servers:
-            password = urlsplit(server.reveal()).password
-            if password:
-                text = text.replace(password, "***").replace(unquote(password), "***")
-        return text
+        return broker.describe(exc, self.timeout, self._servers)
 
 
 def subject_matches(pattern: str, subject: str) -> bool:
@@ -240,13 +226,6 @@ def subject_matches(pattern: str, subject: str) -> bool:
         if index >= len(have) or part not in ("*", have[index]):
             return False
     return len(want) == len(have)
-
-
-def _require_extra() -> None:
-    try:
-        importlib.import_module("nats.js")
-    except ImportError as exc:
-        raise ImportError(f"the nats handler needs the 'nats-py' package: {INSTALL_HINT}") from exc
 
 
 def _check_subject(subject: object) -> str:
@@ -268,15 +247,8 @@ def _resolve_servers(servers: str | Sequence[str]) -> list[Secret]:
     for item in items:
         if not isinstance(item, str):
             raise ValueError("'servers' must be a URL or a list of URLs")
-        try:
-            value = resolve_secret(item)
-        except ValueError as exc:
-            raise ValueError(f"'servers': {exc}") from None
-        try:
-            parts = urlsplit(value if "://" in value else f"nats://{value}")
-            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-        except ValueError:
-            raise ValueError("'servers' has an invalid URL") from None
+        value = broker.reveal(item, "servers")
+        parts = broker.parse_url(value, "'servers' has an invalid URL", default_scheme="nats")
         if parts.scheme not in SCHEMES or not parts.hostname:
             raise ValueError("'servers' must be nats://, tls://, ws:// or wss:// URLs with a host")
         resolved.append(Secret(value))
@@ -285,22 +257,5 @@ def _resolve_servers(servers: str | Sequence[str]) -> list[Secret]:
 
 def _display(url: str) -> str:
     """The server URL without credentials, for messages and logs."""
-    parts = urlsplit(url if "://" in url else f"nats://{url}")
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host
-    return f"{parts.scheme}://{host}:{parts.port or 4222}"
-
-
-def dedupe_id(message_id: str) -> str:
-    """The completion's message id, or a stable ``jh_`` hash of it when it cannot travel as-is.
-
-    The same rule in every queue handler: at most 255 bytes of UTF-8, no control characters.
-    """
-    try:
-        size = len(message_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = 256
-    if size <= 255 and message_id.isprintable():
-        return message_id
-    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return "jh_" + digest[:40]
+    parts = broker.parse_url(url, "'servers' has an invalid URL", default_scheme="nats")
+    return f"{parts.scheme}://{broker.netloc(parts, 4222)}"

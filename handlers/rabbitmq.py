@@ -7,20 +7,21 @@ has confirmed the message, and raises when it is nacked or cannot be routed to a
 With ``queue`` set, that queue is declared durable (and bound to ``exchange`` with
 ``routing_key``) whenever the handler connects. The connection is robust: after a broker
 restart it reconnects and restores the channel and declarations in the background.
+``url`` has no default: the broker's credentials are always configured, never built in.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import structlog
 
+from handlers import broker
+from handlers.broker import dedupe_id
 from receiver.errors import RetryableError
-from receiver.secret import Secret, resolve_secret
+from receiver.secret import Secret
 
 if TYPE_CHECKING:
     from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
@@ -29,9 +30,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("handlers.rabbitmq")
 
-DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 SCHEMES = ("amqp", "amqps")
-INSTALL_HINT = "install jobhook[rabbitmq] (uv sync --extra rabbitmq)"
 RECONNECT_INTERVAL_SECONDS = 1.0
 
 
@@ -41,14 +40,19 @@ class RabbitMQHandler:
     def __init__(
         self,
         name: str,
-        url: str | Secret = DEFAULT_URL,
+        url: str | Secret | None = None,
         exchange: str = "",
         routing_key: str | None = None,
         queue: str | None = None,
         timeout: float = 10.0,
     ) -> None:
-        _require_extra()
+        broker.require_extra("aio_pika", "rabbitmq", "aio-pika")
         self.name = name
+        if url is None:
+            raise ValueError(
+                "'url' is required: the broker's amqp:// or amqps:// URL, "
+                "best as 'env:NAME' or 'file:PATH' (it carries the credentials)"
+            )
         if not isinstance(exchange, str):
             raise ValueError("'exchange' must be a string ('' is the default exchange)")
         if queue is not None and (not isinstance(queue, str) or not queue):
@@ -61,12 +65,10 @@ class RabbitMQHandler:
             raise ValueError(
                 "with the default exchange, 'routing_key' must be the queue's name (or left out)"
             )
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError("'timeout' must be a positive number of seconds")
         self.exchange = exchange
         self.routing_key = routing_key
         self.queue = queue
-        self.timeout = float(timeout)
+        self.timeout = broker.positive_seconds(timeout)
         self._url = _resolve_url(url)
         self.display_url = _display(self._url.reveal())
         self._connection: AbstractRobustConnection | None = None
@@ -217,43 +219,13 @@ class RabbitMQHandler:
         )
 
     def _describe(self, exc: BaseException) -> str:
-        if str(exc):
-            text = f"{type(exc).__name__}: {exc}"
-        elif isinstance(exc, TimeoutError):
-            text = f"TimeoutError: no answer within {self.timeout}s"
-        else:
-            text = type(exc).__name__
-        password = urlsplit(self._url.reveal()).password
-        if password:
-            text = text.replace(password, "***").replace(unquote(password), "***")
-        return text
-
-
-def _require_extra() -> None:
-    try:
-        importlib.import_module("aio_pika")
-    except ImportError as exc:
-        raise ImportError(
-            f"the rabbitmq handler needs the 'aio-pika' package: {INSTALL_HINT}"
-        ) from exc
+        return broker.describe(exc, self.timeout, [self._url])
 
 
 def _resolve_url(url: str | Secret) -> Secret:
     """``url`` may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    if isinstance(url, Secret):
-        value = url.reveal()
-    elif isinstance(url, str):
-        try:
-            value = resolve_secret(url)
-        except ValueError as exc:
-            raise ValueError(f"'url': {exc}") from None
-    else:
-        raise ValueError("'url' must be a string: a literal, 'env:NAME' or 'file:PATH'")
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        raise ValueError("'url' is not a valid URL") from None
+    value = broker.reveal(url, "url")
+    parts = broker.parse_url(value, "'url' is not a valid URL")
     if parts.scheme not in SCHEMES or not parts.hostname:
         raise ValueError("'url' must be an amqp:// or amqps:// URL with a host")
     return Secret(value)
@@ -262,23 +234,5 @@ def _resolve_url(url: str | Secret) -> Secret:
 def _display(url: str) -> str:
     """The URL without credentials or query string, for messages and logs."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    host = f"[{host}]" if ":" in host else host
-    port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
-    return f"{parts.scheme}://{host}:{port}{parts.path or '/'}"
-
-
-def dedupe_id(message_id: str) -> str:
-    """The completion's message id, or a stable ``jh_`` hash of it when it cannot travel as-is.
-
-    The same rule in every queue handler: at most 255 bytes of UTF-8 (AMQP's short string), no
-    control characters.
-    """
-    try:
-        size = len(message_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = 256
-    if size <= 255 and message_id.isprintable():
-        return message_id
-    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return "jh_" + digest[:40]
+    port = 5671 if parts.scheme == "amqps" else 5672
+    return f"{parts.scheme}://{broker.netloc(parts, port)}{parts.path or '/'}"

@@ -8,15 +8,15 @@ the next attempt, so a Redis restart costs retries, never a completion.
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import structlog
 
+from handlers import broker
+from handlers.broker import dedupe_id
 from receiver.errors import RetryableError
-from receiver.secret import Secret, resolve_secret
+from receiver.secret import Secret
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -28,7 +28,6 @@ log = structlog.get_logger("handlers.redis")
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 SCHEMES = ("redis", "rediss", "unix")
-INSTALL_HINT = "install jobhook[redis] (uv sync --extra redis)"
 
 
 class RedisHandler:
@@ -42,7 +41,7 @@ class RedisHandler:
         maxlen: int | None = None,
         timeout: float = 5.0,
     ) -> None:
-        _require_extra()
+        broker.require_extra("redis.asyncio", "redis", "redis")
         self.name = name
         if not isinstance(stream, str) or not stream:
             raise ValueError("'stream' must be a non-empty string (the stream's key)")
@@ -52,9 +51,7 @@ class RedisHandler:
         if maxlen is not None and maxlen < 1:
             raise ValueError("'maxlen' must be a positive integer")
         self.maxlen = maxlen
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError("'timeout' must be a positive number of seconds")
-        self.timeout = float(timeout)
+        self.timeout = broker.positive_seconds(timeout)
         self._url = _resolve_url(url)
         self.display_url = _display(self._url.reveal())
         self._client: Redis | None = None
@@ -128,39 +125,13 @@ class RedisHandler:
         return self._client
 
     def _describe(self, exc: BaseException) -> str:
-        if str(exc):
-            text = f"{type(exc).__name__}: {exc}"
-        elif isinstance(exc, TimeoutError):
-            text = f"TimeoutError: no answer within {self.timeout}s"
-        else:
-            text = type(exc).__name__
-        return _scrub(text, self._url)
-
-
-def _require_extra() -> None:
-    try:
-        importlib.import_module("redis.asyncio")
-    except ImportError as exc:
-        raise ImportError(f"the redis handler needs the 'redis' package: {INSTALL_HINT}") from exc
+        return broker.describe(exc, self.timeout, [self._url])
 
 
 def _resolve_url(url: str | Secret) -> Secret:
     """``url`` may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    if isinstance(url, Secret):
-        value = url.reveal()
-    elif isinstance(url, str):
-        try:
-            value = resolve_secret(url)
-        except ValueError as exc:
-            raise ValueError(f"'url': {exc}") from None
-    else:
-        raise ValueError("'url' must be a string: a literal, 'env:NAME' or 'file:PATH'")
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        raise ValueError("'url' is not a valid URL") from None
-    if parts.scheme not in SCHEMES:
+    value = broker.reveal(url, "url")
+    if broker.parse_url(value, "'url' is not a valid URL").scheme not in SCHEMES:
         raise ValueError("'url' must be a redis://, rediss:// or unix:// URL")
     return Secret(value)
 
@@ -170,29 +141,4 @@ def _display(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return f"unix://{parts.path}"
-    host = parts.hostname or "localhost"
-    host = f"[{host}]" if ":" in host else host
-    return f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path}"
-
-
-def _scrub(text: str, url: Secret) -> str:
-    """``text`` with the URL's password blanked out, should a client library ever echo it."""
-    password = urlsplit(url.reveal()).password
-    if password:
-        text = text.replace(password, "***").replace(unquote(password), "***")
-    return text
-
-
-def dedupe_id(message_id: str) -> str:
-    """The completion's message id, or a stable ``jh_`` hash of it when it cannot travel as-is.
-
-    The same rule in every queue handler: at most 255 bytes of UTF-8, no control characters.
-    """
-    try:
-        size = len(message_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = 256
-    if size <= 255 and message_id.isprintable():
-        return message_id
-    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return "jh_" + digest[:40]
+    return f"{parts.scheme}://{broker.netloc(parts, 6379, 'localhost')}{parts.path}"

@@ -83,7 +83,7 @@ async def test_published_completion_is_confirmed_persistent_json_with_its_messag
     names: Names, make_completion: Callable[..., Completion]
 ) -> None:
     completion = make_completion("job-7")
-    handler = RabbitMQHandler(name="events", queue=names.queue)
+    handler = RabbitMQHandler(name="events", url=AMQP_URL, queue=names.queue)
     await handler.start()
     try:
         await handler.handle(completion)
@@ -104,7 +104,7 @@ async def test_the_queue_is_declared_durable_and_bound_to_the_exchange(
 ) -> None:
     await _declare_exchange(names.exchange)
     handler = RabbitMQHandler(
-        name="events", exchange=names.exchange, routing_key="done", queue=names.queue
+        name="events", url=AMQP_URL, exchange=names.exchange, routing_key="done", queue=names.queue
     )
     await handler.start()
     try:
@@ -124,7 +124,7 @@ async def test_the_queue_is_declared_durable_and_bound_to_the_exchange(
 async def test_an_unroutable_message_raises_instead_of_vanishing(
     names: Names, make_completion: Callable[..., Completion]
 ) -> None:
-    handler = RabbitMQHandler(name="events", routing_key=names.queue)  # no such queue
+    handler = RabbitMQHandler(name="events", url=AMQP_URL, routing_key=names.queue)  # no such queue
     try:
         with pytest.raises(RetryableError, match=r"could not route the message .*: NO_ROUTE"):
             await handler.handle(make_completion())
@@ -136,7 +136,7 @@ async def test_an_unroutable_message_raises_instead_of_vanishing(
 async def test_a_queue_deleted_behind_its_back_is_declared_again_on_the_next_attempt(
     names: Names, make_completion: Callable[..., Completion]
 ) -> None:
-    handler = RabbitMQHandler(name="events", queue=names.queue)
+    handler = RabbitMQHandler(name="events", url=AMQP_URL, queue=names.queue)
     try:
         await handler.handle(make_completion("job-1"))
         connection = await aio_pika.connect(AMQP_URL)
@@ -154,7 +154,9 @@ async def test_a_queue_deleted_behind_its_back_is_declared_again_on_the_next_att
 async def test_a_missing_exchange_raises_naming_it(
     names: Names, make_completion: Callable[..., Completion]
 ) -> None:
-    handler = RabbitMQHandler(name="events", exchange=names.exchange, routing_key="done")
+    handler = RabbitMQHandler(
+        name="events", url=AMQP_URL, exchange=names.exchange, routing_key="done"
+    )
     try:
         with pytest.raises(RetryableError, match=f"no exchange '{names.exchange}'"):
             await handler.handle(make_completion())
@@ -196,7 +198,7 @@ async def _publish_until_confirmed(
 async def test_publishes_again_after_a_rabbitmq_restart_and_the_queue_keeps_its_messages(
     names: Names, make_completion: Callable[..., Completion]
 ) -> None:
-    handler = RabbitMQHandler(name="events", queue=names.queue, timeout=1)
+    handler = RabbitMQHandler(name="events", url=AMQP_URL, queue=names.queue, timeout=1)
     await handler.start()
     try:
         await handler.handle(make_completion("before"))
@@ -216,7 +218,9 @@ async def test_publishes_again_after_a_rabbitmq_restart_and_the_queue_keeps_its_
 async def test_dispatcher_retries_while_rabbitmq_is_down_and_delivers_once_it_is_back(
     tmp_path: Path, names: Names
 ) -> None:
-    app = handler_app(tmp_path, f'type = "rabbitmq"\nqueue = "{names.queue}"\ntimeout = 1')
+    app = handler_app(
+        tmp_path, f'type = "rabbitmq"\nurl = "{AMQP_URL}"\nqueue = "{names.queue}"\ntimeout = 1'
+    )
     job_id = f"job-{uuid.uuid4().hex[:8]}"
     async with live_server(app) as url:
         async with stopped("rabbitmq"):
@@ -272,7 +276,7 @@ async def test_an_id_too_long_for_amqp_travels_as_a_stable_hash(
     names: Names, make_completion: Callable[..., Completion]
 ) -> None:
     completion = make_completion("j" * 300)
-    handler = RabbitMQHandler(name="events", queue=names.queue)
+    handler = RabbitMQHandler(name="events", url=AMQP_URL, queue=names.queue)
     try:
         await handler.handle(completion)
         await handler.handle(completion)
@@ -288,6 +292,7 @@ async def test_an_id_too_long_for_amqp_travels_as_a_stable_hash(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
+        ({"routing_key": "k", "url": None}, "'url' is required: the broker's amqp://"),
         ({}, "'routing_key' must be a string; it is required unless 'queue' is set"),
         ({"queue": ""}, "'queue' must be a non-empty string"),
         ({"queue": "q", "routing_key": "k"}, "with the default exchange, 'routing_key' must"),
@@ -302,8 +307,14 @@ def test_invalid_options_are_refused_without_echoing_the_url(
     options: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ValueError, match=message) as info:
-        RabbitMQHandler(name="events", **options)
+        RabbitMQHandler(name="events", **{"url": AMQP_URL, **options})
     assert "hunter2" not in str(info.value)
+
+
+def test_a_missing_url_fails_loading_with_the_handler_and_option_named() -> None:
+    settings = HandlerSettings(name="events", type="rabbitmq", queue="q")
+    with pytest.raises(HandlerLoadError, match=r"handler 'events' \(rabbitmq\): 'url' is required"):
+        load_handler(settings)
 
 
 def test_without_the_rabbitmq_extra_loading_names_the_handler_and_the_install_command(
