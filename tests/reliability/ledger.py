@@ -85,6 +85,10 @@ class Figures:
         return self.webhooks / self.seconds if self.seconds else 0.0
 
     @property
+    def client_errors(self) -> int:
+        return sum(n for status, n in self.statuses.items() if 400 <= status < 500)
+
+    @property
     def server_errors(self) -> int:
         return sum(n for status, n in self.statuses.items() if status >= 500)
 
@@ -93,7 +97,8 @@ class Figures:
             f"webhooks={self.webhooks} ({self.rate:.0f}/s of {self.offered:.0f}/s offered, "
             f"over {self.seconds:.0f}s) "
             f"attempts={self.attempts} 2xx={self.acknowledged} unacked={self.unacknowledged} "
-            f"5xx={self.server_errors} kills={self.kills} "
+            f"4xx={self.client_errors} 5xx={self.server_errors} "
+            f"transport_errors={self.transport_errors} kills={self.kills} "
             f"(before_ready={self.kills_before_ready}, "
             f"during_handling={self.kills_during_handling}, claimed={self.claimed_at_kills}) "
             f"handler_calls={self.handler_calls} "
@@ -151,8 +156,16 @@ class Sender:
         self.statuses: collections.Counter[int] = collections.Counter()
         self.acked: set[str] = set()
         self.refused: set[str] = set()
+        self.give_up_at: float | None = None
+        """Set when sending stops: open webhooks are retried until then, like Svix's schedule."""
 
     async def run(self, stop: asyncio.Event, give_up_after: float) -> None:
+        """Send until ``stop``; then retry what is still open for up to ``give_up_after`` s.
+
+        Svix retries a message for about 27 hours, so a webhook is not abandoned while the
+        service is still being killed, however long that takes; once the kills are over the
+        service has ``give_up_after`` seconds to acknowledge everything still open.
+        """
         loop = asyncio.get_running_loop()
         slots = asyncio.Semaphore(self.plan.open_webhooks)
         tasks: set[asyncio.Task[None]] = set()
@@ -166,16 +179,16 @@ class Sender:
                         await asyncio.wait_for(stop.wait(), delay)
                     continue
                 await slots.acquire()
-                task = asyncio.create_task(self._deliver(client, self.created, give_up_after))
+                task = asyncio.create_task(self._deliver(client, self.created))
                 task.add_done_callback(lambda t: (slots.release(), tasks.discard(t)))
                 tasks.add(task)
                 self.created += 1
+            self.give_up_at = time.monotonic() + give_up_after
             await asyncio.gather(*tasks)
 
-    async def _deliver(self, client: httpx.AsyncClient, n: int, give_up_after: float) -> None:
+    async def _deliver(self, client: httpx.AsyncClient, n: int) -> None:
         job_id, msg_id = f"job-{n}", f"msg-{n}"
         body = reducto_body(job_id)
-        deadline = time.monotonic() + give_up_after
         for attempt in range(1, 10_000):
             self.attempts += 1
             try:
@@ -194,7 +207,7 @@ class Sender:
                 if response.status_code < 500:
                     self.refused.add(job_id)
                     return
-            if time.monotonic() > deadline:
+            if self.give_up_at is not None and time.monotonic() > self.give_up_at:
                 return
             # Svix waits 5 s, then minutes; a shorter schedule keeps the run short.
             await asyncio.sleep(min(0.25 * 2**attempt, 4.0) * self.rng.uniform(0.5, 1.0))
