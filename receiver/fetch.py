@@ -37,7 +37,7 @@ log = structlog.get_logger(__name__)
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 EXPIRED_STATUSES = frozenset({403, 404, 410})  # S3: 403 "Request has expired"
-_FLUSH_BYTES = 1024 * 1024
+_FLUSH_BYTES = 4 * 1024 * 1024  # per hand-over to the writer thread: fewer, larger, and cheaper
 
 
 class _Transient(Exception):
@@ -228,8 +228,17 @@ class ResultFetcher:
     async def _stream_to(
         self, response: httpx.Response, fh: BinaryIO, limit: int
     ) -> tuple[str, int]:
-        """Write and hash the body in ~1 MiB batches off the event loop; never the whole body."""
-        digest, size, pending = hashlib.sha256(), 0, bytearray()
+        """Hash and write the body in ~4 MiB batches in a worker thread while the next batch
+        arrives: one batch being written, one filling, never the whole body.
+
+        Receiving, hashing and writing one after the other ran at about a third of curl's
+        speed on loopback (``bench large``); overlapped, the slower of the two sets the pace.
+        """
+        digest, size = hashlib.sha256(), 0
+        batch: list[bytes] = []
+        batched = 0
+        writing: asyncio.Future[None] | None = None
+        loop = asyncio.get_running_loop()
         try:
             async for chunk in response.aiter_bytes():
                 size += len(chunk)
@@ -237,22 +246,39 @@ class ResultFetcher:
                     raise ResultTooLargeError(
                         f"the result at {response.url.host} exceeds results.max_bytes ({limit})"
                     )
-                pending += chunk
-                if len(pending) >= _FLUSH_BYTES:
-                    await anyio.to_thread.run_sync(_write, fh, digest, pending)
-                    pending = bytearray()
+                batch.append(chunk)
+                batched += len(chunk)
+                if batched >= _FLUSH_BYTES:
+                    if writing is not None:
+                        await writing  # batches reach the hash and the file in order
+                    writing = loop.run_in_executor(None, _write, fh, digest, batch)
+                    batch, batched = [], 0
+            if writing is not None:
+                await writing
+            writing = None
         except httpx.TransportError as exc:
             raise _Transient(_describe(exc)) from exc
         except httpx.DecodingError as exc:
             raise FetchError(f"the result at {response.url.host} cannot be decoded") from exc
-        await anyio.to_thread.run_sync(_write, fh, digest, pending)
+        finally:
+            if writing is not None:
+                # Stopped early (an error, a cancellation): the batch in the worker ends on its
+                # own (closing the file waits for it) and its outcome no longer matters.
+                writing.add_done_callback(_discard_outcome)
+        await anyio.to_thread.run_sync(_write, fh, digest, batch)
         fh.flush()
         return digest.hexdigest(), size
 
 
-def _write(fh: BinaryIO, digest: Any, data: bytearray) -> None:
-    digest.update(data)
-    fh.write(data)
+def _write(fh: BinaryIO, digest: Any, chunks: list[bytes]) -> None:
+    for chunk in chunks:
+        digest.update(chunk)
+        fh.write(chunk)
+
+
+def _discard_outcome(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _fsync_dir(path: Path) -> None:

@@ -354,12 +354,15 @@ async def test_a_content_length_over_the_cap_is_refused_before_the_body(
     assert files_in(tmp_path / "results") == []
 
 
+# 1 MiB is cut off before the first hand-over to the writer thread; 10 MiB while one is in
+# flight (the body is written in ~4 MiB batches).
+@pytest.mark.parametrize("cap_mib", [1, 10])
 async def test_a_body_without_length_is_aborted_once_it_passes_the_cap(
-    blobs: tuple[str, Blobs], tmp_path: Path
+    blobs: tuple[str, Blobs], tmp_path: Path, cap_mib: int
 ) -> None:
     url, server = blobs
     server.plan["/blob/endless"] = [endless]
-    async with fetcher(tmp_path, max_bytes=1024 * 1024) as f:
+    async with fetcher(tmp_path, max_bytes=cap_mib * 1024 * 1024) as f:
         with pytest.raises(ResultTooLargeError, match=r"exceeds results\.max_bytes"):
             await f.fetch(f"{url}/blob/endless", tmp_path / "results" / "r")
     assert server.paths == ["/blob/endless"]
