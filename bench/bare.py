@@ -1,0 +1,52 @@
+"""The ceiling: a bare Starlette endpoint on jobhook's server stack (uvicorn, uvloop, httptools).
+
+It reads the body and answers a small JSON, as the webhook endpoint does, minus the work.
+``python -m bench.bare PORT`` serves it with the options ``jobhook serve`` uses.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+
+
+async def accept(request: Request) -> JSONResponse:
+    await request.body()
+    return JSONResponse({"status": "accepted", "job_id": "bare", "state": "succeeded"})
+
+
+async def ready(request: Request) -> JSONResponse:
+    return JSONResponse({"status": "ready"})
+
+
+app = Starlette(
+    routes=[
+        Route("/webhooks/{source}", accept, methods=["POST"]),
+        Route("/readyz", ready, methods=["GET"]),
+    ]
+)
+
+
+def main() -> None:
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=int(sys.argv[1]),
+        loop="uvloop",
+        http="httptools",
+        log_config=None,
+        access_log=False,
+        server_header=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

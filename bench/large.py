@@ -1,0 +1,189 @@
+"""Large result: one big result behind a presigned URL on loopback, jobhook's fetch beside curl.
+
+A blob host (bench.blobhost) serves a JSON result of ``--size-mib`` MiB from the page cache
+with sendfile(2), behind an expiring HMAC-signed URL. Each round downloads it twice from the
+same URL, in alternating order: once with ``curl -o`` and once with ``receiver.fetch``'s
+``ResultFetcher`` in a fresh process (bench.fetch_once), which streams it to a temp file while
+hashing it (sha256), fsyncs it, renames it into place and fsyncs the directory. Both write to
+the same disk. curl does not fsync: the fsync of its file is timed separately, so the table
+shows both curl alone (the issue's anchor, on which the verdict rests) and curl + fsync (what
+jobhook's durable write is comparable to). RSS growth is the fetcher process's peak RSS minus
+its RSS once the fetcher and its client exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from bench import blobhost, procs, report
+
+if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+
+TARGET_RATIO = 0.80
+TARGET_RSS_MB = 64.0
+MB = 1_000_000
+MIB = 1024 * 1024
+
+
+def require_curl() -> str:
+    found = shutil.which("curl")
+    if found is None:
+        raise SystemExit(
+            "bench: the large benchmark needs curl as its anchor: `apt-get install -y curl`; "
+            "or skip it: `uv run python -m bench ingest latency poller startup`"
+        )
+    return found
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(4 * MIB):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> float:
+    """Seconds to fsync ``path`` (what curl leaves to the page cache)."""
+    started = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - started
+
+
+def _curl(curl: str, url: str, dest: Path, size: int) -> dict[str, Any]:
+    argv = [curl, "--silent", "--show-error", "--fail", "--noproxy", "*", "--output", str(dest),
+            "--write-out", "%{size_download} %{time_total}", url]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if proc.returncode != 0:
+        # curl names the URL in some errors: keep only its first word (no query string).
+        raise RuntimeError(f"curl failed ({proc.returncode}): {proc.stderr.split(' ', 1)[0]}")
+    got, seconds = proc.stdout.split()
+    fsync = _fsync(dest)
+    return {
+        "bytes": int(got),
+        "complete": int(got) == size and dest.stat().st_size == size,
+        "seconds": float(seconds),
+        "fsync_seconds": fsync,
+        "mib_s": size / MIB / float(seconds),
+        "durable_mib_s": size / MIB / (float(seconds) + fsync),
+    }
+
+
+def _jobhook(url: str, dest: Path, size: int, sha256: str) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.fetch_once", url, str(dest)]
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, check=False, env=procs.environment()
+    )
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        raise RuntimeError(f"bench.fetch_once failed ({proc.returncode}): {tail[0][:300]}")
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {
+        "bytes": got["bytes"],
+        "complete": got["bytes"] == size and got["sha256"] == sha256,
+        "seconds": got["seconds"],
+        "mib_s": size / MIB / got["seconds"],
+        "rss_before_mb": got["rss_before"] / MB,
+        "rss_peak_mb": got["rss_peak"] / MB,
+        "rss_growth_mb": (got["rss_peak"] - got["rss_before"]) / MB,
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    curl = require_curl()
+    work = procs.workdir("large")
+    size = args.size_mib * MIB
+    blobs = report.RESULTS / "blobs"  # kept between runs: made once per size
+    blobs.mkdir(parents=True, exist_ok=True)
+    report.console.print(f"  preparing a {args.size_mib:,} MiB JSON result ...")
+    blob = blobhost.make_blob(blobs / f"result-{args.size_mib}mib.json", size)
+    sha256 = _sha256(blob)  # also brings it into the page cache for both tools
+    _fsync(blob)  # no writeback of the blob may slow the first download
+    keyfile = work / "blob.key"
+    keyfile.touch(mode=0o600)
+    key = secrets.token_bytes(32)
+    keyfile.write_bytes(key)
+    port = procs.free_port()
+    host = procs.Service("blobhost", [sys.executable, "-m", "bench.blobhost", str(blob), str(port),
+                                      str(keyfile)], port, work / "blobhost.log")  # fmt: skip
+    rounds: dict[str, list[dict[str, Any]]] = {"curl": [], "jobhook": []}
+    with procs.running(host):
+        for n in range(args.rounds):
+            order = ("curl", "jobhook") if n % 2 == 0 else ("jobhook", "curl")
+            for tool in order:
+                dest = work / f"{tool}.json"
+                dest.unlink(missing_ok=True)
+                url = blobhost.presign(host.url, key, blob.name, ttl=900)
+                figures = (_curl(curl, url, dest, size) if tool == "curl"
+                           else _jobhook(url, dest, size, sha256))  # fmt: skip
+                dest.unlink(missing_ok=True)
+                rounds[tool].append(figures)
+                report.console.print(
+                    f"  round {n + 1}/{args.rounds} {tool}: {figures['mib_s']:,.0f} MiB/s"
+                    + (f", peak RSS +{figures['rss_growth_mb']:.1f} MB" if tool == "jobhook"
+                       else f" ({figures['durable_mib_s']:,.0f} MiB/s with fsync)")
+                )  # fmt: skip
+    return _summarise(rounds, args)
+
+
+def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> dict[str, Any]:
+    curl, jh = rounds["curl"], rounds["jobhook"]
+    med = {
+        "curl": {k: report.median([r[k] for r in curl])
+                 for k in ("mib_s", "durable_mib_s", "seconds", "fsync_seconds")},
+        "jobhook": {k: report.median([r[k] for r in jh])
+                    for k in ("mib_s", "seconds", "rss_growth_mb", "rss_peak_mb")},
+    }  # fmt: skip
+    growth_max = max(r["rss_growth_mb"] for r in jh)
+    ratio = med["jobhook"]["mib_s"] / med["curl"]["mib_s"]
+    durable_ratio = med["jobhook"]["mib_s"] / med["curl"]["durable_mib_s"]
+    complete = all(r["complete"] for r in curl + jh)
+    nan = float("nan")
+    report.show(
+        f"large: a {args.size_mib:,} MiB result over loopback, {args.rounds} rounds (medians)",
+        ["client", "MiB/s", "seconds", "peak RSS growth MB", "writes"],
+        [
+            ["curl -o", med["curl"]["mib_s"], med["curl"]["seconds"], nan, "page cache"],
+            ["curl -o, then fsync", med["curl"]["durable_mib_s"],
+             med["curl"]["seconds"] + med["curl"]["fsync_seconds"], nan, "disk"],
+            ["jobhook ResultFetcher", med["jobhook"]["mib_s"], med["jobhook"]["seconds"],
+             med["jobhook"]["rss_growth_mb"], "disk + sha256 + rename"],
+        ],
+    )  # fmt: skip
+    ok = {"ratio": ratio >= TARGET_RATIO, "rss": growth_max <= TARGET_RSS_MB, "complete": complete}
+    report.show(
+        "large targets",
+        ["target", "measured", "verdict"],
+        [
+            [f"jobhook >= {TARGET_RATIO:.2f} x curl MiB/s", f"{ratio:.2f}",
+             report.verdict(ok["ratio"])],
+            [f"peak RSS growth <= {TARGET_RSS_MB:g} MB (worst round)", f"{growth_max:.1f} MB",
+             report.verdict(ok["rss"])],
+            ["every download complete (size; sha256 for jobhook)",
+             "yes" if complete else "NO", report.verdict(complete)],
+            ["(info) jobhook / (curl + fsync)", f"{durable_ratio:.2f}", ""],
+        ],
+    )  # fmt: skip
+    return {
+        "size_bytes": args.size_mib * MIB,
+        "rounds": rounds,
+        "medians": med,
+        "ratio": ratio,
+        "durable_ratio": durable_ratio,
+        "rss_growth_max_mb": growth_max,
+        "targets": ok,
+    }

@@ -1,0 +1,242 @@
+"""The processes a benchmark runs: jobhook serve, the anchors, the simulator; their CPU and RSS."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import psutil  # type: ignore[import-untyped]
+
+from bench.report import RESULTS
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+# The README's example secret: it signs loopback benchmark traffic only, guards nothing.
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # noqa: S105 (public example value)
+API_KEY = "bench-api-key"
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def workdir(name: str) -> Path:
+    """A fresh scratch directory on the repository's disk (not tmpfs: fsync must cost)."""
+    path = RESULTS / "work" / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def cli(*args: str) -> list[str]:
+    """The ``jobhook`` command of this environment (the script itself: no ``uv run`` between)."""
+    script = BIN / "jobhook"
+    prefix = [str(script)] if script.exists() else [sys.executable, "-m", "receiver"]
+    return [*prefix, *args]
+
+
+def jobhook_config(
+    directory: Path,
+    port: int,
+    *,
+    api_base_url: str | None = None,
+    poll: dict[str, Any] | None = None,
+    handlers: Sequence[dict[str, Any]] = (),
+    results: dict[str, Any] | None = None,
+    dispatch: dict[str, Any] | None = None,
+    admin_token: str | None = None,
+) -> Path:
+    """A jobhook.toml with one Reducto source (secret and key from the environment)."""
+    lines = [
+        f'data_dir = "{directory}"',
+        "[server]",
+        'host = "127.0.0.1"',
+        f"port = {port}",
+        "shutdown_grace_seconds = 2",
+        *([f'admin_token = "{admin_token}"'] if admin_token else []),
+        "[log]",
+        'level = "info"',
+        'format = "json"',
+        "[sources.reducto]",
+        'provider = "reducto"',
+        'secrets = ["env:BENCH_WEBHOOK_SECRET"]',
+    ]
+    if api_base_url:
+        lines += [f'api_base_url = "{api_base_url}"', 'api_key = "env:BENCH_API_KEY"']
+    sections = {"sources.reducto.poll": poll, "results": results, "dispatch": dispatch}
+    for name, table in sections.items():
+        if table:
+            lines.append(f"[{name}]")
+            lines += [f"{k} = {_toml(v)}" for k, v in table.items()]
+    for handler in handlers:
+        lines.append("[[handlers]]")
+        lines += [f"{k} = {_toml(v)}" for k, v in handler.items()]
+    path = directory / "jobhook.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | Path):
+        return f'"{value}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """The children's environment: no stray JOBHOOK_* settings, the bench's secrets, and
+    bytecode cached under bench/results/pycache (as after any first run, or in the image)
+    even where PYTHONDONTWRITEBYTECODE is set."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBHOOK_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.update(
+        BENCH_WEBHOOK_SECRET=SECRET,
+        BENCH_API_KEY=API_KEY,
+        PYTHONPYCACHEPREFIX=str(RESULTS / "pycache"),
+        # The jobhook process imports bench.stamp (the latency benchmark's handler).
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Service:
+    """A child process serving HTTP on ``port``; stderr goes to ``log``."""
+
+    name: str
+    argv: list[str]
+    port: int
+    log: Path
+    env: dict[str, str] = field(default_factory=environment)
+    proc: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ps(self) -> psutil.Process:
+        assert self.proc is not None
+        return psutil.Process(self.proc.pid)
+
+    def start(self) -> Service:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as err:
+            self.started_at = time.perf_counter()
+            self.proc = subprocess.Popen(
+                self.argv, stdout=err, stderr=err, stdin=subprocess.DEVNULL, env=self.env
+            )
+        return self
+
+    def wait_ready(self, path: str = "/readyz", timeout: float = 30.0) -> float:
+        """Seconds from process start to the first 200 on ``path``."""
+        deadline = time.perf_counter() + timeout
+        with httpx.Client(trust_env=False, timeout=1.0) as client:
+            while time.perf_counter() < deadline:
+                assert self.proc is not None
+                if self.proc.poll() is not None:
+                    raise RuntimeError(
+                        f"{self.name} exited ({self.proc.returncode}); see {self.log}"
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get(self.url + path).status_code == 200:
+                        return time.perf_counter() - self.started_at
+                time.sleep(0.005)
+        raise RuntimeError(f"{self.name} not ready within {timeout} s; see {self.log}")
+
+    def cpu_seconds(self) -> float:
+        times = self.ps.cpu_times()
+        return float(times.user + times.system)
+
+    def rss(self) -> int:
+        return int(self.ps.memory_info().rss)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@contextlib.contextmanager
+def running(*services: Service, ready: str = "/readyz") -> Iterator[tuple[Service, ...]]:
+    """Start ``services`` (each ready before the next starts); stop them all on the way out."""
+    try:
+        for service in services:
+            service.start().wait_ready(ready)
+        yield services
+    finally:
+        for service in reversed(services):
+            service.stop()
+
+
+def jobhook(directory: Path, config: Path, port: int) -> Service:
+    return Service(
+        "jobhook", cli("serve", "--config", str(config)), port, directory / "jobhook.log"
+    )
+
+
+def simulator(directory: Path, port: int, *options: str) -> Service:
+    """``jobhook simulate`` for Reducto with the bench key (and signing secret)."""
+    argv = cli("simulate", "--provider", "reducto", "--port", str(port),
+               "--api-key", "env:BENCH_API_KEY", *options)  # fmt: skip
+    return Service("simulator", argv, port, directory / "simulator.log")
+
+
+class FsyncProbe:
+    """Times a small write + fsync every ``interval`` on the bench's disk, in a thread.
+
+    The machine may be shared: a stall of the disk shows here as well as in the figures.
+    """
+
+    def __init__(self, directory: Path, interval: float = 0.02) -> None:
+        self._path = directory / "fsync-probe"
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.samples: list[float] = []
+
+    def __enter__(self) -> FsyncProbe:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while not self._stop.wait(self._interval):
+                started = time.perf_counter()
+                os.pwrite(fd, b"x" * 4096, 0)
+                os.fsync(fd)
+                self.samples.append((time.perf_counter() - started) * 1000)
+        finally:
+            os.close(fd)
