@@ -8,6 +8,7 @@ deadlock or a serialization conflict is run again a few times first.
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -33,6 +34,36 @@ FAILURES = (
     TimeoutError,
 )
 TX_ATTEMPTS = 3
+
+# PostgreSQL's text and jsonb cannot hold U+0000, which JSON (and so a webhook's metadata, or a
+# provider's error text) may carry; refusing the write would answer 503 for ever and the sender
+# would give up on the job. Such characters are stored as U+FFFD instead: the one place where
+# the PostgreSQL store does not read back exactly what it was given (SQLite does).
+REPLACEMENT = "\ufffd"
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def text_without_nul(value: str) -> str:
+    return value.replace("\x00", REPLACEMENT) if "\x00" in value else value
+
+
+def json_without_nul(value: str) -> str:
+    """JSON text with every ``\\u0000`` escape (not an escaped backslash before ``u0000``)
+    turned into ``\\ufffd``; a raw NUL cannot occur in JSON text."""
+    return _JSON_NUL.sub(r"\1\\ufffd", value) if "\\u0000" in value else value
+
+
+def _same(value: str) -> str:
+    return value
+
+
+async def _init_connection(conn: Conn) -> None:
+    await conn.set_type_codec(
+        "text", schema="pg_catalog", encoder=text_without_nul, decoder=_same, format="text"
+    )
+    await conn.set_type_codec(
+        "jsonb", schema="pg_catalog", encoder=json_without_nul, decoder=_same, format="text"
+    )
 
 
 def redact(url: str) -> str:
@@ -77,6 +108,7 @@ class PgPool:
                 max_size=self._max_size,
                 timeout=self._timeout,
                 command_timeout=30.0,
+                init=_init_connection,
             )
             async with self._pool.acquire(timeout=self._timeout) as conn:
                 await setup(conn)

@@ -77,6 +77,17 @@ class TestStoreContract:
         assert job is not None
         assert job.metadata == {"customer": "acme", "nested": {"x": 1, "y": 2}}
 
+    async def test_nul_characters_are_accepted_not_refused(self, store: Store) -> None:
+        # JSON allows "\u0000"; PostgreSQL's text and jsonb do not: there it becomes U+FFFD.
+        nul = "\x00" if type(store).__name__.startswith("SQLite") else "\ufffd"
+        metadata = {"note": "a\x00b", "k\x00ey": ["\x00"], "escaped": "\\u0000"}
+        result = await store.ingest(news(metadata=metadata, error="bad\x00byte"), ["files"])
+        assert result.status == "accepted"
+        job = await store.get_job(SOURCE, "job-1")
+        assert job is not None
+        assert job.metadata == {"note": f"a{nul}b", f"k{nul}ey": [nul], "escaped": "\\u0000"}
+        assert job.error == f"bad{nul}byte"
+
     async def test_job_fields_read_back_as_written(self, store: Store) -> None:
         assert await store.get_job(SOURCE, "job-1") is None
         event = news(
