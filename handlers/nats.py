@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 import structlog
 
 from handlers import broker
-from handlers.broker import dedupe_id
 from receiver.errors import RetryableError
 from receiver.secret import Secret
 
@@ -99,7 +98,7 @@ class NatsHandler:
                 completion.to_json(),
                 timeout=self.timeout,
                 stream=self.stream,
-                headers={MSG_ID_HEADER: dedupe_id(completion.message_id)},
+                headers={MSG_ID_HEADER: broker.dedupe_id(completion.message_id)},
             )
         except NoStreamResponseError as exc:
             raise RetryableError(

@@ -19,7 +19,6 @@ from urllib.parse import urlsplit
 import structlog
 
 from handlers import broker
-from handlers.broker import dedupe_id
 from receiver.errors import RetryableError
 from receiver.secret import Secret
 
@@ -107,7 +106,7 @@ class RabbitMQHandler:
             completion.to_json(),
             content_type="application/json",
             delivery_mode=DeliveryMode.PERSISTENT,
-            message_id=dedupe_id(completion.message_id),
+            message_id=broker.dedupe_id(completion.message_id),
             app_id="jobhook",
             type="jobhook.completion",
         )

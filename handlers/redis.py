@@ -14,7 +14,6 @@ from urllib.parse import urlsplit
 import structlog
 
 from handlers import broker
-from handlers.broker import dedupe_id
 from receiver.errors import RetryableError
 from receiver.secret import Secret
 
@@ -89,7 +88,7 @@ class RedisHandler:
 
         client = self._connect()
         fields: dict[FieldT, EncodableT] = {
-            "id": dedupe_id(completion.message_id),
+            "id": broker.dedupe_id(completion.message_id),
             "completion": completion.to_json(),
         }
         try:

@@ -265,7 +265,7 @@ class ResultFetcher:
                 # Stopped early (an error, a cancellation): the batch in the worker ends on its
                 # own (closing the file waits for it) and its outcome no longer matters.
                 writing.add_done_callback(_discard_outcome)
-        await anyio.to_thread.run_sync(_write, fh, digest, batch)
+        await loop.run_in_executor(None, _write, fh, digest, batch)
         fh.flush()
         return digest.hexdigest(), size
 

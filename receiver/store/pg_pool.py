@@ -53,16 +53,12 @@ def json_without_nul(value: str) -> str:
     return _JSON_NUL.sub(r"\1\\ufffd", value) if "\\u0000" in value else value
 
 
-def _same(value: str) -> str:
-    return value
-
-
 async def _init_connection(conn: Conn) -> None:
     await conn.set_type_codec(
-        "text", schema="pg_catalog", encoder=text_without_nul, decoder=_same, format="text"
+        "text", schema="pg_catalog", encoder=text_without_nul, decoder=str, format="text"
     )
     await conn.set_type_codec(
-        "jsonb", schema="pg_catalog", encoder=json_without_nul, decoder=_same, format="text"
+        "jsonb", schema="pg_catalog", encoder=json_without_nul, decoder=str, format="text"
     )
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from handlers.base import load_handler
-from handlers.rabbitmq import RabbitMQHandler, dedupe_id
+from handlers.broker import dedupe_id
+from handlers.rabbitmq import RabbitMQHandler
 from receiver.config import HandlerSettings
 from receiver.errors import HandlerLoadError, RetryableError
 from tests.services import (
