@@ -202,6 +202,10 @@ async def test_publishes_again_after_a_nats_restart_and_the_stream_keeps_its_mes
     try:
         await handler.handle(make_completion("before"))
         async with stopped("nats"):
+            # The port is closed; wait (bounded) until the client has seen its connection end.
+            async with asyncio.timeout(10):
+                while handler._nc is not None and handler._nc.is_connected:
+                    await asyncio.sleep(0.01)
             with pytest.raises(RetryableError, match="not connected"):
                 await handler.handle(make_completion("during"))
         errors = await _publish_until_accepted(handler, make_completion("after"), 20)
