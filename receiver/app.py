@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from starlette.routing import Route
 from receiver import health, webhooks
 from receiver.admin import admin_routes
 from receiver.errors import RejectedError, RetryableError
+from receiver.log import SINK
 from receiver.metrics import Metrics, metrics_endpoint
 from receiver.openapi import openapi_endpoint
 from receiver.providers import get_provider
@@ -67,31 +69,39 @@ def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
     handlers = load_handlers(settings)
     metrics = Metrics(sources)
     admin = admin_routes(settings.server.admin_token)
+    webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        runtime = Runtime(settings, handlers, store, metrics)
-        await runtime.start()
-        metrics.runtime = runtime
-        app.state.runtime = runtime
-        app.state.store = runtime.store
-        app.state.ingestor = runtime.ingestor
-        log.info(
-            "started", sources=sorted(sources), handlers=sorted(handlers), store=repr(runtime.store)
-        )
-        if not sources:
-            log.warning("no_sources", hint="every webhook will answer 404 until one is configured")
-        if not admin:
-            log.info("admin_routes_off", hint="set server.admin_token to serve /jobs and /events")
-        try:
-            yield
-        finally:
-            await runtime.stop()
-            log.info("stopped")
+        with SINK.batching_in(asyncio.get_running_loop()):
+            runtime = Runtime(settings, handlers, store, metrics)
+            await runtime.start()
+            metrics.runtime = runtime
+            app.state.runtime = runtime
+            app.state.store = runtime.store
+            app.state.ingestor = webhook.ingestor = runtime.ingestor
+            log.info(
+                "started",
+                sources=sorted(sources),
+                handlers=sorted(handlers),
+                store=repr(runtime.store),
+            )
+            if not sources:
+                hint = "every webhook will answer 404 until one is configured"
+                log.warning("no_sources", hint=hint)
+            if not admin:
+                log.info(
+                    "admin_routes_off", hint="set server.admin_token to serve /jobs and /events"
+                )
+            try:
+                yield
+            finally:
+                await runtime.stop()
+                log.info("stopped")
 
     app = Starlette(
         routes=[
-            Route("/webhooks/{source}", webhooks.receive, methods=["POST"]),
+            Route("/webhooks/{source}", webhook, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
@@ -103,6 +113,5 @@ def create_app(settings: Settings, *, store: Store | None = None) -> Starlette:
     )
     app.state.settings = settings
     app.state.sources = sources
-    app.state.max_body_bytes = settings.server.max_body_bytes
     app.state.metrics = metrics
     return app

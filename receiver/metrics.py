@@ -10,7 +10,7 @@ scrape time, and so are the backlog gauges, from the store.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
@@ -101,6 +101,9 @@ class Metrics:
             registry=r,
         )
         r.register(_RuntimeCollector(self))
+        self._answered: dict[tuple[str, str], tuple[Any, Any]] = {}
+        """(counter, histogram) children per (source label, outcome): ``labels()`` looks them
+        up under a lock on every call, and ``webhook`` runs for every request."""
 
     def source_label(self, source: str) -> str:
         """Unknown sources share one label: the URL must not mint new time series."""
@@ -109,10 +112,15 @@ class Metrics:
     def webhook(self, source: str, outcome: str, seconds: float, reason: str | None = None) -> None:
         """One webhook request answered; ``reason`` for a rejection."""
         label = self.source_label(source)
-        self.webhooks.labels(label, "rejected" if reason else outcome).inc()
         if reason:
+            outcome = "rejected"
             self.rejections.labels(label, reason).inc()
-        self.webhook_seconds.labels("rejected" if reason else outcome).observe(seconds)
+        children = self._answered.get((label, outcome))
+        if children is None:
+            children = (self.webhooks.labels(label, outcome), self.webhook_seconds.labels(outcome))
+            self._answered[label, outcome] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def delivered(self, handler: str, outcome: str, seconds: float) -> None:
         """The Dispatcher's ``on_delivered``: "started" carries the delay since completion."""

@@ -9,20 +9,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
-from starlette.responses import JSONResponse
 
 from receiver.errors import (
     BodyTooLargeError,
     JobhookError,
     RejectedError,
+    StoreUnavailableError,
     UnknownSourceError,
     VerificationError,
 )
 
 if TYPE_CHECKING:
-    from starlette.requests import Request
+    from collections.abc import Mapping
 
+    from starlette.types import Receive, Scope, Send
+
+    from receiver.config import ServerSettings
     from receiver.ingest import Ingestor
+    from receiver.metrics import Metrics
     from receiver.providers import Provider
     from receiver.verify import Verifier
 
@@ -38,66 +42,124 @@ class Source:
     verifier: Verifier
 
 
-async def read_body(request: Request, limit: int, seconds: float | None = None) -> bytes:
-    """The raw body, refused with 413 as soon as it (or its Content-Length) exceeds ``limit``.
+class WebhookEndpoint:
+    """The webhook route as a plain ASGI app: the hottest path skips Request/Response objects.
+
+    Rejections raise RejectedError / RetryableError before anything is sent, so the app's
+    exception handlers answer them exactly as they answer every other route. The ingestor is
+    attached by the lifespan, once the store is open.
+    """
+
+    def __init__(
+        self, sources: Mapping[str, Source], metrics: Metrics, settings: ServerSettings
+    ) -> None:
+        self.sources = sources
+        self.metrics = metrics
+        self.max_body_bytes = settings.max_body_bytes
+        self.body_timeout = settings.body_timeout_seconds
+        self.ingestor: Ingestor | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        name: str = scope["path_params"]["source"]
+        message_id = job_id = None
+        try:
+            source = self.sources.get(name)
+            if source is None:
+                raise UnknownSourceError("unknown_source", f"no source named {name!r}")
+            headers = _headers(scope)
+            body = await read_body(receive, headers, self.max_body_bytes, self.body_timeout)
+            if body is None:
+                return  # the client went away before its body arrived: nothing to answer
+            signed = source.verifier.verify(body, headers)
+            message_id = signed.message_id
+            try:
+                payload = json.loads(body)
+            except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+                raise VerificationError("invalid_json", "the body is not valid JSON") from None
+            event = source.provider.parse_webhook(payload, source=name, message_id=message_id)
+            job_id = event.job_id
+            if self.ingestor is None:
+                raise StoreUnavailableError("the service is starting")
+            result = await self.ingestor.ingest(event)
+        except RejectedError as exc:
+            log.warning("webhook_rejected", source=name, message_id=message_id, job_id=job_id,
+                        outcome=exc.reason, status=exc.status_code)  # fmt: skip
+            self.metrics.webhook(name, "rejected", time.perf_counter() - started, exc.reason)
+            raise
+        except JobhookError as exc:
+            log.error("webhook_failed", source=name, message_id=message_id, job_id=job_id,
+                      outcome=type(exc).__name__, error=str(exc))  # fmt: skip
+            self.metrics.webhook(name, "failed", time.perf_counter() - started)
+            raise
+        self.metrics.webhook(name, result.status, time.perf_counter() - started)
+        log.info("webhook_" + result.status, source=name, message_id=message_id, job_id=job_id,
+                 state=result.state.value, completed=result.completed)  # fmt: skip
+        answer = json.dumps(
+            {"status": result.status, "job_id": result.job_id, "state": result.state.value},
+            ensure_ascii=False, separators=(",", ":"),
+        ).encode()  # fmt: skip
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*_JSON, (b"content-length", b"%d" % len(answer))]})  # fmt: skip
+        await send({"type": "http.response.body", "body": answer})
+
+
+_JSON = ((b"content-type", b"application/json"),)
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name; the first of repeated names wins."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in reversed(scope["headers"])}
+
+
+async def read_body(
+    receive: Receive, headers: Mapping[str, str], limit: int, seconds: float | None = None
+) -> bytes | None:
+    """The raw body, refused with 413 as soon as it (or its Content-Length) exceeds ``limit``;
+    None when the client disconnects first.
 
     A body that has not fully arrived ``seconds`` after its headers is refused with 408:
     uvicorn has no body-read timeout, so a client trickling bytes would hold a request forever.
     """
-    declared = request.headers.get("content-length")
+    declared = headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
             raise RejectedError("invalid_content_length", "Content-Length is not a number")
         if int(declared) > limit:
             raise BodyTooLargeError("body_too_large", f"the body exceeds {limit} bytes")
+    task = asyncio.current_task()
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        if task is not None:
+            task.cancel()
+
+    # A bare timer, not asyncio.timeout(): this runs for every webhook, and the body has
+    # nearly always arrived with the headers.
+    timer = asyncio.get_running_loop().call_later(seconds, expire) if seconds else None
     chunks: list[bytes] = []
     size = 0
     try:
-        async with asyncio.timeout(seconds):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise BodyTooLargeError("body_too_large", f"the body exceeds {limit} bytes")
-                chunks.append(chunk)
-    except TimeoutError:
-        raise RejectedError(
-            "body_timeout", f"the body did not arrive within {seconds:g} s", status_code=408
-        ) from None
-    return b"".join(chunks)
-
-
-async def receive(request: Request) -> JSONResponse:
-    started = time.perf_counter()
-    state = request.app.state
-    name: str = request.path_params["source"]
-    source: Source | None = state.sources.get(name)
-    bound = log.bind(source=name)
-    try:
-        if source is None:
-            raise UnknownSourceError("unknown_source", f"no source named {name!r}")
-        body = await read_body(
-            request, state.max_body_bytes, state.settings.server.body_timeout_seconds
-        )
-        signed = source.verifier.verify(body, request.headers)
-        bound = bound.bind(message_id=signed.message_id)
-        try:
-            payload = json.loads(body)
-        except json.JSONDecodeError:
-            raise VerificationError("invalid_json", "the body is not valid JSON") from None
-        event = source.provider.parse_webhook(payload, source=name, message_id=signed.message_id)
-        bound = bound.bind(job_id=event.job_id)
-        ingestor: Ingestor = state.ingestor
-        result = await ingestor.ingest(event)
-    except RejectedError as exc:
-        bound.warning("webhook_rejected", outcome=exc.reason, status=exc.status_code)
-        state.metrics.webhook(name, "rejected", time.perf_counter() - started, exc.reason)
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk: bytes = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLargeError("body_too_large", f"the body exceeds {limit} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+    except asyncio.CancelledError:
+        if expired and task is not None and task.uncancel() == 0:
+            raise RejectedError(
+                "body_timeout", f"the body did not arrive within {seconds:g} s", status_code=408
+            ) from None
         raise
-    except JobhookError as exc:
-        bound.error("webhook_failed", outcome=type(exc).__name__, error=str(exc))
-        state.metrics.webhook(name, "failed", time.perf_counter() - started)
-        raise
-    state.metrics.webhook(name, result.status, time.perf_counter() - started)
-    bound.info("webhook_" + result.status, state=result.state.value, completed=result.completed)
-    return JSONResponse(
-        {"status": result.status, "job_id": result.job_id, "state": result.state.value}
-    )
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)

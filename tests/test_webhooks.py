@@ -246,3 +246,25 @@ async def test_many_webhooks_on_a_locked_store_all_get_503_promptly(settings: Se
             blocker.close()
     assert {r.status_code for r in responses} == {503}
     assert _count(settings, "deliveries") == 0
+
+
+async def test_client_gone_before_its_body_arrives_stores_nothing(settings: Settings) -> None:
+    """Headers promise a body that never comes: the endpoint answers nothing and stores
+    nothing, and the server goes on serving."""
+    body = reducto_body("job-gone")
+    async with live_server(create_app(settings)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        _reader, writer = await asyncio.open_connection(host, int(port))
+        head = "".join(f"{k}: {v}\r\n" for k, v in signed_headers(body).items())
+        writer.write(
+            f"POST /webhooks/reducto HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
+            f"{head}\r\n".encode()
+            + body[:10]
+        )
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.close()
+        await writer.wait_closed()
+        async with httpx.AsyncClient(base_url=url) as c:
+            assert (await c.get("/healthz")).status_code == 200
+    assert _count(settings, "deliveries") == 0
