@@ -2,34 +2,132 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import functools
 import logging
 import sys
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
 import structlog
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable, Iterator
 
 _SENSITIVE = ("secret", "token", "password", "api_key", "authorization", "signature")
 
 
-class _Stderr:
-    """Writes to whatever ``sys.stderr`` is now, so replaced or captured streams keep working."""
+class LineSink:
+    """Writes log lines to whatever ``sys.stderr`` is now (replaced or captured streams work).
+
+    Once ``batch_in(loop)`` is called, lines logged on that loop's thread are collected and
+    written together at the end of the loop's current pass: one write for all the webhooks a
+    commit answers, instead of one per line (each write also hands the GIL to a waiting thread).
+    Lines from other threads are written at once, after whatever is pending, so order holds.
+    """
+
+    def __init__(self) -> None:
+        self.batching = False
+        """Whether ``batch_in`` takes effect: ``jobhook serve`` turns it on, tests leave it off."""
+        self._lock = threading.Lock()
+        self._pending: list[str] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: int | None = None
+
+    def batch_in(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Batch the lines of ``loop``'s thread (the caller's), or stop batching (None)."""
+        with self._lock:
+            self._write_pending()
+            if loop is None or self.batching:
+                self._loop = loop
+                self._thread = threading.get_ident() if loop is not None else None
+
+    @contextlib.contextmanager
+    def batching_in(self, loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+        """``batch_in(loop)`` for the block, then write what is pending and stop batching."""
+        self.batch_in(loop)
+        try:
+            yield
+        finally:
+            self.batch_in(None)
+
+    def line(self, text: str) -> None:
+        with self._lock:
+            if self._thread is not None and threading.get_ident() == self._thread:
+                assert self._loop is not None
+                if self._pending or _scheduled(self._loop, self.flush):
+                    self._pending.append(text + "\n")
+                    return
+            self._write_pending()
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        """For the standard library's StreamHandler."""
+        with self._lock:
+            self._write_pending()
+            sys.stderr.write(text)
+        return len(text)
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        with self._lock:
+            self._write_pending()
+            sys.stderr.flush()
+
+    def _write_pending(self) -> None:
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending.clear()
+            sys.stderr.write(text)
+
+
+def _scheduled(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> bool:
+    try:
+        loop.call_soon(callback)
+    except RuntimeError:  # the loop is closed: write at once
+        return False
+    return True
+
+
+SINK = LineSink()
+atexit.register(SINK.flush)
+
+
+class _LineLogger:
+    """structlog's final logger: hands each rendered line to the sink, at every level."""
+
+    def msg(self, message: str) -> None:
+        SINK.line(message)
+
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
+
+
+def _line_logger(*args: Any) -> _LineLogger:
+    return _LineLogger()
+
+
+@functools.lru_cache(maxsize=4096)
+def _sensitive(key: str) -> bool:
+    lowered = key.lower()
+    return any(word in lowered for word in _SENSITIVE)
 
 
 def _redact(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
     for key in event_dict:
-        if any(word in key.lower() for word in _SENSITIVE):
+        if _sensitive(key):
             event_dict[key] = "**********"
     return event_dict
 
 
-def configure_logging(level: str = "info", fmt: str = "auto") -> None:
-    """Configure structlog and route the standard library's records through it."""
+def configure_logging(level: str = "info", fmt: str = "auto", *, batch: bool = False) -> None:
+    """Configure structlog and route the standard library's records through it.
+
+    ``batch`` lets the service's event loop write its lines once per pass (``LineSink``).
+    """
+    SINK.batching = batch
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     shared: list[Any] = [
@@ -44,10 +142,10 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
+        logger_factory=_line_logger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(_Stderr())
+    handler = logging.StreamHandler(SINK)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processor=renderer)
     )

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def run(config_path: Path | None, *, host: str | None = None, port: int | None = None) -> None:
     """Load settings, build the app and serve it until SIGINT/SIGTERM."""
     settings = load_settings(config_path)
-    configure_logging(settings.log.level, settings.log.format)
+    configure_logging(settings.log.level, settings.log.format, batch=True)
     app = create_app(settings)
     # Everything imported and built so far lives as long as the process: move it out of the
     # collector's sight, so a full collection under load walks only what requests created

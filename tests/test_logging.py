@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
 import json
 from typing import TYPE_CHECKING
 
 import httpx
 
 from receiver.app import create_app
+from receiver.log import LineSink
 from tests.support import SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
@@ -38,3 +42,56 @@ async def test_webhook_events_are_json_and_never_contain_secrets(
     secret_body = SECRET.removeprefix("whsec_")
     assert secret_body not in out + err
     assert "Invoice" not in out + err
+
+
+async def test_lines_logged_on_the_loop_go_out_together_in_order() -> None:
+    """Batching: lines logged during one pass of the loop are written in one go at its end;
+    a line from another thread writes what is pending first, so the order holds."""
+    writes: list[str] = []
+
+    class Recorder(io.StringIO):
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+    sink = LineSink()
+    sink.batching = True
+    loop = asyncio.get_running_loop()
+    with contextlib.redirect_stderr(Recorder()), sink.batching_in(loop):
+        sink.line("one")
+        sink.line("two")
+        assert writes == []  # not yet: the loop has not finished this pass
+        await asyncio.sleep(0)
+        assert writes == ["one\ntwo\n"]
+        sink.line("three")
+        await asyncio.to_thread(sink.line, "from a thread")
+        assert writes[1:] == ["three\n", "from a thread\n"]
+        sink.line("four")
+    assert writes[-1] == "four\n"  # leaving the block writes what is pending
+
+
+def test_without_batching_every_line_is_written_at_once() -> None:
+    """Tests and CLI commands: ``batching`` off (the default), ``batch_in`` changes nothing."""
+    sink = LineSink()
+    out = io.StringIO()
+    loop = asyncio.new_event_loop()
+    try:
+        with contextlib.redirect_stderr(out):
+            sink.batch_in(loop)
+            sink.line("now")
+            assert out.getvalue() == "now\n"
+    finally:
+        loop.close()
+
+
+def test_a_closed_loop_does_not_swallow_lines() -> None:
+    sink = LineSink()
+    sink.batching = True
+    out = io.StringIO()
+    loop = asyncio.new_event_loop()
+    with contextlib.redirect_stderr(out):
+        sink.batch_in(loop)
+        loop.close()
+        sink.line("after close")
+        assert out.getvalue() == "after close\n"
+        sink.batch_in(None)
