@@ -54,8 +54,8 @@ class Ingestor:
             at = first_poll_at(poll, event.expected_pages, self._clock())
             event = dataclasses.replace(event, poll_at=at)
         result = await self._store.ingest(event, handlers, resolve=resolve)
-        if result.completed or result.requeued:
-            self._wake()
+        if (result.completed and (handlers or resolve)) or result.requeued:
+            self._wake()  # only when there is work: a completion with nothing to do needs none
         if result.status == "accepted":
             self._notify(event, result)  # long-polls and the event stream
         outcome = "completed" if result.completed else result.status

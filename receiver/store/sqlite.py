@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
@@ -43,9 +43,7 @@ log = structlog.get_logger(__name__)
 @dataclass(slots=True)
 class _Write:
     fn: Callable[[aiosqlite.Connection], Awaitable[Any]]
-    future: asyncio.Future[Any] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
+    future: asyncio.Future[Any]
     sync: Callable[[sqlite3.Connection], Any] | None = None
     """The same operation as a plain function, run on aiosqlite's thread: a batch made only of
     these goes there once, instead of once per statement (each trip is a loop wake-up)."""
@@ -70,6 +68,7 @@ class SQLiteStore(Store):
         self._reader: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -77,7 +76,10 @@ class SQLiteStore(Store):
     async def open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = await aiosqlite.connect(self.path, isolation_level=None)
+            # Used from two threads, never at once: see _commit_on_thread.
+            self._db = await aiosqlite.connect(
+                self.path, isolation_level=None, check_same_thread=False
+            )
             for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON",
                            "busy_timeout=5000"):  # fmt: skip
                 await self._db.execute(f"PRAGMA {pragma}")
@@ -88,7 +90,8 @@ class SQLiteStore(Store):
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
-        self._writer = asyncio.create_task(self._run_writer(), name="sqlite-writer")
+        self._loop = asyncio.get_running_loop()
+        self._writer = self._loop.create_task(self._run_writer(), name="sqlite-writer")
 
     async def close(self) -> None:
         if self._writer is not None:
@@ -110,12 +113,7 @@ class SQLiteStore(Store):
             log.info("store_migrated", version=number)
 
     async def _write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        if self._writer is None or self._writer.done():
-            raise StoreUnavailableError("the store is not open")
-        op = _Write(fn)
-        self._queue.put_nowait(op)
-        result: T = await asyncio.shield(op.future)
-        return result
+        return await self._enqueue(fn, None)
 
     async def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``_write`` for an operation that is a plain function of the sqlite3 connection."""
@@ -123,12 +121,23 @@ class SQLiteStore(Store):
         async def hop(db: aiosqlite.Connection) -> T:
             return await _on_thread(db, fn)
 
-        if self._writer is None or self._writer.done():
+        return await self._enqueue(hop, fn)
+
+    def _enqueue(
+        self,
+        fn: Callable[[aiosqlite.Connection], Awaitable[T]],
+        sync: Callable[[sqlite3.Connection], T] | None,
+    ) -> asyncio.Future[T]:
+        """Queue one operation for the writer; its future is set once its batch commits.
+
+        A caller that is cancelled while waiting does not cancel the write (the writer checks
+        each future before setting it), so no shield is needed: one future per operation.
+        """
+        if self._writer is None or self._writer.done() or self._loop is None:
             raise StoreUnavailableError("the store is not open")
-        op = _Write(hop, sync=fn)
-        self._queue.put_nowait(op)
-        result: T = await asyncio.shield(op.future)
-        return result
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.put_nowait(_Write(fn, future, sync))
+        return future
 
     async def _run_writer(self) -> None:
         stopping = False
@@ -176,10 +185,19 @@ class SQLiteStore(Store):
                 op.future.set_result(result)
 
     async def _commit_on_thread(self, db: aiosqlite.Connection, batch: list[_Write]) -> None:
-        """``_commit`` in one trip to the SQLite thread, with the same outcomes."""
+        """``_commit`` for a batch of plain functions, with the same outcomes.
+
+        Their statements run here, on the event loop's thread, and only COMMIT (the fsync)
+        goes to the SQLite thread. Run there, every statement would release the GIL inside
+        SQLite and then wait for the loop's thread to hand it back: under load a 16-webhook
+        batch took 3.7 ms that way, for 0.6 ms of work (bench ingest). The statements are
+        short (one webhook, one claim of a bounded number of rows, one row updated); the long
+        operations (replay, purge) are coroutines and go the ``_commit`` way.
+        """
         fns = [op.sync for op in batch if op.sync is not None]
         try:
-            results = await _on_thread(db, _run_batch, fns)
+            results = _run_batch(db._conn, fns)
+            await _on_thread(db, _finish_batch)
         except _BatchFailed as failed:
             if failed.index is not None and len(batch) > 1:
                 # One bad operation must not fail its neighbours: fail it, commit the rest.
@@ -403,7 +421,10 @@ async def _on_thread(db: aiosqlite.Connection, fn: Callable[..., T], *args: Any)
 
 
 def _run_batch(db: sqlite3.Connection, fns: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
-    """On the SQLite thread: BEGIN, every operation, COMMIT; _BatchFailed says what failed."""
+    """BEGIN and every operation, on the loop's thread; _BatchFailed says what failed.
+
+    The transaction is left open for ``_finish_batch``; a failure rolls it back.
+    """
     try:
         db.execute("BEGIN IMMEDIATE")
     except Exception as exc:
@@ -416,13 +437,17 @@ def _run_batch(db: sqlite3.Connection, fns: list[Callable[[sqlite3.Connection], 
         with contextlib.suppress(Exception):
             db.execute("ROLLBACK")
         raise _BatchFailed(len(results), exc) from exc
+    return results
+
+
+def _finish_batch(db: sqlite3.Connection) -> None:
+    """On the SQLite thread: COMMIT what ``_run_batch`` began (rolled back when it fails)."""
     try:
         db.execute("COMMIT")
     except Exception as exc:
         with contextlib.suppress(Exception):
             db.execute("ROLLBACK")
         raise _BatchFailed(None, exc) from exc
-    return results
 
 
 def _ingest(
