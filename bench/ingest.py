@@ -5,7 +5,9 @@ new job id), so each one is verified, parsed and stored in one group-committed t
 (delivery + job + completion rows, fsync'd) before its 2xx. The source has no job API and no
 handler is configured, so nothing runs after the commit and the figures are the intake's own.
 The bare Starlette endpoint (bench.bare) runs on the same server stack with the same worker
-count; the two are measured alternately, round by round, and compared by their medians.
+count; beside them runs the floor (bench.floor): the same stack with only what the target asks
+for, a svix verification and one group-committed, de-duplicated SQLite insert. The three are
+measured in turn, round by round (the order rotates), and compared by their medians.
 """
 
 from __future__ import annotations
@@ -47,22 +49,26 @@ def _stored(db: Path) -> int:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     wrk.require_wrk()
     work = procs.workdir("ingest")
-    port, bare_port = procs.free_port(), procs.free_port()
+    port, bare_port, floor_port = procs.free_port(), procs.free_port(), procs.free_port()
     config = procs.jobhook_config(work, port)
     jobhook = procs.jobhook(work, config, port)
     bare_argv = [sys.executable, "-m", "bench.bare", str(bare_port)]
     bare = procs.Service("bare", bare_argv, bare_port, work / "bare.log")
-    rounds: dict[str, list[dict[str, Any]]] = {"bare": [], "jobhook": []}
+    (work / "floor.db").unlink(missing_ok=True)
+    floor_argv = [sys.executable, "-m", "bench.floor", str(floor_port), str(work / "floor.db")]
+    floor = procs.Service("floor", floor_argv, floor_port, work / "floor.log")
+    services = (bare, floor, jobhook)
+    rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in services}
     sent_ok = 0
-    with procs.running(bare, jobhook):
+    with procs.running(*services):
         best = 0.0
-        for service in (bare, jobhook):  # warm-up, not counted
+        for service in services:  # warm-up, not counted
             warm = _measure(service, work / "req", f"warm-{service.name}", 20_000,
                             _short(args))  # fmt: skip
             best = max(best, warm["rps"])
             sent_ok += warm["ok"] if service is jobhook else 0
         for n in range(args.rounds):
-            order = (bare, jobhook) if n % 2 == 0 else (jobhook, bare)
+            order = services[n % 3 :] + services[: n % 3]
             for service in order:
                 count = int(best * args.seconds * HEADROOM) + 1000
                 figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args)
@@ -96,6 +102,7 @@ def _summarise(
         for name, runs in rounds.items()
     }
     ratio = med["jobhook"]["rps"] / med["bare"]["rps"]
+    floor_ratio = med["floor"]["rps"] / med["bare"]["rps"]
     p99_ms = med["jobhook"]["p99_us"] / 1000
     rows = [
         [
@@ -130,6 +137,16 @@ def _summarise(
                 report.verdict(p99_ms <= TARGET_P99_MS),
             ],
             [
+                "(the floor: verify + one durable insert, x bare)",
+                f"{floor_ratio:.2f}, p99 {med['floor']['p99_us'] / 1000:.1f} ms",
+                "bound",
+            ],
+            [
+                "(jobhook x the floor)",
+                f"{med['jobhook']['rps'] / med['floor']['rps']:.2f}",
+                "",
+            ],
+            [
                 "every 2xx durably stored (rows / 2xx)",
                 f"{stored:,} / {sent_ok:,}",
                 report.verdict(stored >= sent_ok),
@@ -142,6 +159,7 @@ def _summarise(
         "rounds": rounds,
         "medians": med,
         "ratio": ratio,
+        "floor_ratio": floor_ratio,
         "stored": stored,
         "acknowledged": sent_ok,
         "targets": {
