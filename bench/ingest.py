@@ -139,7 +139,7 @@ def _summarise(
             [
                 "(the floor: verify + one durable insert, x bare)",
                 f"{floor_ratio:.2f}, p99 {med['floor']['p99_us'] / 1000:.1f} ms",
-                "bound",
+                "reference",
             ],
             [
                 "(jobhook x the floor)",

@@ -7,8 +7,10 @@ same URL, in alternating order: once with ``curl -o`` and once with ``receiver.f
 hashing it (sha256), fsyncs it, renames it into place and fsyncs the directory. Both write to
 the same disk. curl does not fsync: the fsync of its file is timed separately, so the table
 shows both curl alone (the issue's anchor, on which the verdict rests) and curl + fsync (what
-jobhook's durable write is comparable to). RSS growth is the fetcher process's peak RSS minus
-its RSS once the fetcher and its client exist.
+jobhook's durable write is comparable to). A third client, the floor (bench.floor_download),
+does only what the target requires beyond curl, at its cheapest: recv_into, sha256, write,
+fsync, in plain Python. RSS growth is the fetcher process's peak RSS minus its RSS once the
+fetcher and its client exist.
 """
 
 from __future__ import annotations
@@ -83,6 +85,20 @@ def _curl(curl: str, url: str, dest: Path, size: int) -> dict[str, Any]:
     }
 
 
+def _floor(url: str, dest: Path, size: int, sha256: str) -> dict[str, Any]:
+    argv = [sys.executable, "-m", "bench.floor_download", url, str(dest)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.floor_download failed ({proc.returncode}): {proc.stderr[-300:]}")
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {
+        "bytes": got["bytes"],
+        "complete": got["bytes"] == size and got["sha256"] == sha256,
+        "seconds": got["seconds"],
+        "mib_s": size / MIB / got["seconds"],
+    }
+
+
 def _jobhook(url: str, dest: Path, size: int, sha256: str) -> dict[str, Any]:
     argv = [sys.executable, "-m", "bench.fetch_once", url, str(dest)]
     proc = subprocess.run(
@@ -120,29 +136,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     port = procs.free_port()
     host = procs.Service("blobhost", [sys.executable, "-m", "bench.blobhost", str(blob), str(port),
                                       str(keyfile)], port, work / "blobhost.log")  # fmt: skip
-    rounds: dict[str, list[dict[str, Any]]] = {"curl": [], "jobhook": []}
+    tools = ("curl", "floor", "jobhook")
+    rounds: dict[str, list[dict[str, Any]]] = {tool: [] for tool in tools}
     with procs.running(host):
         for n in range(args.rounds):
-            order = ("curl", "jobhook") if n % 2 == 0 else ("jobhook", "curl")
-            for tool in order:
+            for tool in tools[n % 3 :] + tools[: n % 3]:
                 dest = work / f"{tool}.json"
                 dest.unlink(missing_ok=True)
                 url = blobhost.presign(host.url, key, blob.name, ttl=900)
-                figures = (_curl(curl, url, dest, size) if tool == "curl"
-                           else _jobhook(url, dest, size, sha256))  # fmt: skip
+                if tool == "curl":
+                    figures = _curl(curl, url, dest, size)
+                else:
+                    figures = (_floor if tool == "floor" else _jobhook)(url, dest, size, sha256)
                 dest.unlink(missing_ok=True)
                 rounds[tool].append(figures)
+                extra = ""
+                if tool == "curl":
+                    extra = f" ({figures['durable_mib_s']:,.0f} MiB/s with fsync)"
+                elif tool == "jobhook":
+                    extra = f", peak RSS +{figures['rss_growth_mb']:.1f} MB"
                 report.console.print(
-                    f"  round {n + 1}/{args.rounds} {tool}: {figures['mib_s']:,.0f} MiB/s"
-                    + (f", peak RSS +{figures['rss_growth_mb']:.1f} MB" if tool == "jobhook"
-                       else f" ({figures['durable_mib_s']:,.0f} MiB/s with fsync)")
-                )  # fmt: skip
+                    f"  round {n + 1}/{args.rounds} {tool}: {figures['mib_s']:,.0f} MiB/s{extra}"
+                )
     return _summarise(rounds, args)
 
 
 def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> dict[str, Any]:
-    curl, jh = rounds["curl"], rounds["jobhook"]
+    curl, jh, floor = rounds["curl"], rounds["jobhook"], rounds["floor"]
     med = {
+        "floor": {k: report.median([r[k] for r in floor]) for k in ("mib_s", "seconds")},
         "curl": {k: report.median([r[k] for r in curl])
                  for k in ("mib_s", "durable_mib_s", "seconds", "fsync_seconds")},
         "jobhook": {k: report.median([r[k] for r in jh])
@@ -151,7 +173,8 @@ def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace
     growth_max = max(r["rss_growth_mb"] for r in jh)
     ratio = med["jobhook"]["mib_s"] / med["curl"]["mib_s"]
     durable_ratio = med["jobhook"]["mib_s"] / med["curl"]["durable_mib_s"]
-    complete = all(r["complete"] for r in curl + jh)
+    floor_ratio = med["floor"]["mib_s"] / med["curl"]["mib_s"]
+    complete = all(r["complete"] for r in curl + jh + floor)
     nan = float("nan")
     report.show(
         f"large: a {args.size_mib:,} MiB result over loopback, {args.rounds} rounds (medians)",
@@ -160,6 +183,8 @@ def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace
             ["curl -o", med["curl"]["mib_s"], med["curl"]["seconds"], nan, "page cache"],
             ["curl -o, then fsync", med["curl"]["durable_mib_s"],
              med["curl"]["seconds"] + med["curl"]["fsync_seconds"], nan, "disk"],
+            ["floor: plain recv_into + sha256 + write", med["floor"]["mib_s"],
+             med["floor"]["seconds"], nan, "disk + sha256"],
             ["jobhook ResultFetcher", med["jobhook"]["mib_s"], med["jobhook"]["seconds"],
              med["jobhook"]["rss_growth_mb"], "disk + sha256 + rename"],
         ],
@@ -176,6 +201,9 @@ def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace
             ["every download complete (size; sha256 for jobhook)",
              "yes" if complete else "NO", report.verdict(complete)],
             ["(info) jobhook / (curl + fsync)", f"{durable_ratio:.2f}", ""],
+            ["(the floor: plain sequential Python, x curl)", f"{floor_ratio:.2f}", "reference"],
+            ["(jobhook x the floor)", f"{med['jobhook']['mib_s'] / med['floor']['mib_s']:.2f}",
+             ""],
         ],
     )  # fmt: skip
     return {
@@ -184,6 +212,7 @@ def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace
         "medians": med,
         "ratio": ratio,
         "durable_ratio": durable_ratio,
+        "floor_ratio": floor_ratio,
         "rss_growth_max_mb": growth_max,
         "targets": ok,
     }
