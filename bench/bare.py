@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+    from starlette.types import ASGIApp
 
 
 async def accept(request: Request) -> JSONResponse:
@@ -35,17 +36,22 @@ app = Starlette(
 )
 
 
-def main() -> None:
+def serve(app: ASGIApp, port: int) -> None:
+    """Serve ``app`` on loopback with the options ``jobhook serve`` uses."""
     uvicorn.run(
         app,
         host="127.0.0.1",
-        port=int(sys.argv[1]),
+        port=port,
         loop="uvloop",
         http="httptools",
         log_config=None,
         access_log=False,
         server_header=False,
     )
+
+
+def main() -> None:
+    serve(app, int(sys.argv[1]))
 
 
 if __name__ == "__main__":

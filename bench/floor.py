@@ -20,12 +20,12 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from svix.webhooks import Webhook
 
+from bench.bare import ready, serve
 from bench.procs import SECRET
 
 if TYPE_CHECKING:
@@ -92,10 +92,6 @@ def _settle(batch: Pending, inserted: list[bool]) -> None:
         future.set_result(new)
 
 
-async def ready(request: Request) -> JSONResponse:
-    return JSONResponse({"status": "ready"})
-
-
 def main() -> None:
     floor = Floor(sys.argv[2])
     app = Starlette(
@@ -104,16 +100,7 @@ def main() -> None:
             Route("/readyz", ready, methods=["GET"]),
         ]
     )
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=int(sys.argv[1]),
-        loop="uvloop",
-        http="httptools",
-        log_config=None,
-        access_log=False,
-        server_header=False,
-    )
+    serve(app, int(sys.argv[1]))
 
 
 if __name__ == "__main__":

@@ -85,38 +85,28 @@ def _curl(curl: str, url: str, dest: Path, size: int) -> dict[str, Any]:
     }
 
 
-def _floor(url: str, dest: Path, size: int, sha256: str) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "bench.floor_download", url, str(dest)]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"bench.floor_download failed ({proc.returncode}): {proc.stderr[-300:]}")
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {
-        "bytes": got["bytes"],
-        "complete": got["bytes"] == size and got["sha256"] == sha256,
-        "seconds": got["seconds"],
-        "mib_s": size / MIB / got["seconds"],
-    }
-
-
-def _jobhook(url: str, dest: Path, size: int, sha256: str) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "bench.fetch_once", url, str(dest)]
+def _python_fetch(module: str, url: str, dest: Path, size: int, sha256: str) -> dict[str, Any]:
+    """Run ``python -m module URL DEST`` (bench.fetch_once or bench.floor_download): its JSON
+    line as figures, RSS ones when it reports them."""
+    argv = [sys.executable, "-m", module, url, str(dest)]
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=600, check=False, env=procs.environment()
     )
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no output)"]
-        raise RuntimeError(f"bench.fetch_once failed ({proc.returncode}): {tail[0][:300]}")
+        raise RuntimeError(f"{module} failed ({proc.returncode}): {tail[0][:300]}")
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {
+    figures = {
         "bytes": got["bytes"],
         "complete": got["bytes"] == size and got["sha256"] == sha256,
         "seconds": got["seconds"],
         "mib_s": size / MIB / got["seconds"],
-        "rss_before_mb": got["rss_before"] / MB,
-        "rss_peak_mb": got["rss_peak"] / MB,
-        "rss_growth_mb": (got["rss_peak"] - got["rss_before"]) / MB,
     }
+    if "rss_peak" in got:
+        figures["rss_before_mb"] = got["rss_before"] / MB
+        figures["rss_peak_mb"] = got["rss_peak"] / MB
+        figures["rss_growth_mb"] = (got["rss_peak"] - got["rss_before"]) / MB
+    return figures
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -147,7 +137,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if tool == "curl":
                     figures = _curl(curl, url, dest, size)
                 else:
-                    figures = (_floor if tool == "floor" else _jobhook)(url, dest, size, sha256)
+                    module = "bench.floor_download" if tool == "floor" else "bench.fetch_once"
+                    figures = _python_fetch(module, url, dest, size, sha256)
                 dest.unlink(missing_ok=True)
                 rounds[tool].append(figures)
                 extra = ""
