@@ -10,7 +10,7 @@ scrape time, and so are the backlog gauges, from the store.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
@@ -101,7 +101,7 @@ class Metrics:
             registry=r,
         )
         r.register(_RuntimeCollector(self))
-        self._answered: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._answered: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
         """(counter, histogram) children per (source label, outcome): ``labels()`` looks them
         up under a lock on every call, and ``webhook`` runs for every request."""
 

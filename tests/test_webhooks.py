@@ -267,4 +267,8 @@ async def test_client_gone_before_its_body_arrives_stores_nothing(settings: Sett
         await writer.wait_closed()
         async with httpx.AsyncClient(base_url=url) as c:
             assert (await c.get("/healthz")).status_code == 200
+            metrics = (await c.get("/metrics")).text
     assert _count(settings, "deliveries") == 0
+    # Not counted as a webhook of any outcome: no rejection (as if the partial body were the
+    # whole one), no failure.
+    assert "jobhook_webhooks_total{" not in metrics

@@ -45,8 +45,8 @@ class _Write:
     fn: Callable[[aiosqlite.Connection], Awaitable[Any]]
     future: asyncio.Future[Any]
     sync: Callable[[sqlite3.Connection], Any] | None = None
-    """The same operation as a plain function, run on aiosqlite's thread: a batch made only of
-    these goes there once, instead of once per statement (each trip is a loop wake-up)."""
+    """The same operation as a plain function: a batch made only of these runs its statements
+    on the loop's thread and sends only COMMIT to aiosqlite's (``_commit_sync``)."""
 
 
 class _BatchFailed(Exception):
@@ -68,7 +68,6 @@ class SQLiteStore(Store):
         self._reader: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -76,7 +75,7 @@ class SQLiteStore(Store):
     async def open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Used from two threads, never at once: see _commit_on_thread.
+            # Used from two threads, never at once: see _commit_sync.
             self._db = await aiosqlite.connect(
                 self.path, isolation_level=None, check_same_thread=False
             )
@@ -90,8 +89,7 @@ class SQLiteStore(Store):
         except (sqlite3.Error, OSError) as exc:
             await self.close()
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
-        self._loop = asyncio.get_running_loop()
-        self._writer = self._loop.create_task(self._run_writer(), name="sqlite-writer")
+        self._writer = asyncio.create_task(self._run_writer(), name="sqlite-writer")
 
     async def close(self) -> None:
         if self._writer is not None:
@@ -133,9 +131,9 @@ class SQLiteStore(Store):
         A caller that is cancelled while waiting does not cancel the write (the writer checks
         each future before setting it), so no shield is needed: one future per operation.
         """
-        if self._writer is None or self._writer.done() or self._loop is None:
+        if self._writer is None or self._writer.done():
             raise StoreUnavailableError("the store is not open")
-        future: asyncio.Future[T] = self._loop.create_future()
+        future: asyncio.Future[T] = self._writer.get_loop().create_future()
         self._queue.put_nowait(_Write(fn, future, sync))
         return future
 
@@ -158,7 +156,7 @@ class SQLiteStore(Store):
         assert self._db is not None
         db = self._db
         if all(op.sync is not None for op in batch):
-            await self._commit_on_thread(db, batch)
+            await self._commit_sync(db, batch)
             return
         results: list[Any] = []
         current: _Write | None = None
@@ -184,7 +182,7 @@ class SQLiteStore(Store):
             if not op.future.done():
                 op.future.set_result(result)
 
-    async def _commit_on_thread(self, db: aiosqlite.Connection, batch: list[_Write]) -> None:
+    async def _commit_sync(self, db: aiosqlite.Connection, batch: list[_Write]) -> None:
         """``_commit`` for a batch of plain functions, with the same outcomes.
 
         Their statements run here, on the event loop's thread, and only COMMIT (the fsync)
