@@ -38,6 +38,7 @@ MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 EXPIRED_STATUSES = frozenset({403, 404, 410})  # S3: 403 "Request has expired"
 _FLUSH_BYTES = 4 * 1024 * 1024  # per hand-over to the writer thread: fewer, larger, and cheaper
+_DONTNEED: int | None = getattr(os, "POSIX_FADV_DONTNEED", None)  # absent on macOS
 
 
 class _Transient(Exception):
@@ -271,9 +272,31 @@ class ResultFetcher:
 
 
 def _write(fh: BinaryIO, digest: Any, chunks: list[bytes]) -> None:
+    written = 0
     for chunk in chunks:
         digest.update(chunk)
         fh.write(chunk)
+        written += len(chunk)
+    start_writeback(fh, written)
+
+
+def start_writeback(fh: BinaryIO, written: int) -> None:
+    """Send the ``written`` bytes just written on to the disk now, not at the final fsync.
+
+    Left alone, the kernel keeps a result's pages dirty until the fsync (its background
+    writeback starts only at ``dirty_background_ratio`` of memory), so the disk idles while the
+    body arrives and then writes all of it at the end. ``POSIX_FADV_DONTNEED`` on dirty pages
+    starts their writeback (Linux) and lets the page cache drop them once written: the disk
+    works while the download runs (``bench large``: durable writes of 1 GiB from memory went
+    from about 0.45 to 0.7-0.85 GB/s here), and a multi-GiB result does not fill a sidecar's
+    memory limit with dirty pages. Advice only: where it is missing or refused, nothing changes.
+    """
+    if written <= 0 or _DONTNEED is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fh.flush()
+        end = fh.tell()
+        os.posix_fadvise(fh.fileno(), end - written, written, _DONTNEED)
 
 
 def _discard_outcome(future: asyncio.Future[None]) -> None:

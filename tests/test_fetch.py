@@ -519,12 +519,14 @@ async def test_a_512_mib_result_streams_to_disk_in_bounded_memory(tmp_path: Path
     async with subprocess_server(tmp_path) as url, fetcher(tmp_path) as f:
         await f.fetch(f"{url}/big?size={len(chunk) * 8}", tmp_path / "warm-up")
         baseline = peak = process.memory_info().rss
+        dirty_baseline = dirty_peak = dirty_bytes()
         done = asyncio.Event()
 
         async def sample() -> None:
-            nonlocal peak
+            nonlocal peak, dirty_peak
             while not done.is_set():
                 peak = max(peak, process.memory_info().rss)
+                dirty_peak = max(dirty_peak, dirty_bytes())
                 await asyncio.sleep(0.005)
 
         sampler = asyncio.create_task(sample())
@@ -538,3 +540,16 @@ async def test_a_512_mib_result_streams_to_disk_in_bounded_memory(tmp_path: Path
     assert info.bytes == size == (tmp_path / "big").stat().st_size
     (tmp_path / "big").unlink()  # pytest keeps recent tmp dirs; don't keep 512 MiB in them
     assert peak - baseline < 64 * 1024 * 1024, f"RSS grew by {(peak - baseline) >> 20} MiB"
+    # Writeback starts as the body arrives: the kernel does not hold the result as dirty pages
+    # until the final fsync (left alone it would: 512 MiB is under its background threshold).
+    grew = dirty_peak - dirty_baseline
+    assert grew < 128 * 1024 * 1024, f"dirty pages grew by {grew >> 20} MiB"
+
+
+def dirty_bytes() -> int:
+    """The system's dirty page cache (/proc/meminfo ``Dirty``), in bytes."""
+    with open("/proc/meminfo", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("Dirty:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no Dirty line in /proc/meminfo")
