@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import svix.webhooks
 import time_machine
 
+from receiver import verify
 from receiver.errors import VerificationError
 from receiver.secret import Secret
 from receiver.verify import SvixVerifier
@@ -48,6 +50,33 @@ def test_official_invalid_vectors_are_rejected_as_bad_signature(vector: dict[str
     ):
         verifier.verify(_payload(vector), _headers(vector))
     assert (info.value.reason, info.value.status_code) == ("bad_signature", 401)
+
+
+def test_the_check_is_the_one_svix_webhook_delegates_to() -> None:
+    """jobhook imports the class svix's Webhook wraps (importing svix loads its API client):
+    if svix stopped delegating to it, this fails and the import must be revisited."""
+    wrapper = svix.webhooks.Webhook(VECTORS["valid"][0]["secret"])
+    assert type(wrapper._inner) is verify.Webhook
+    assert svix.webhooks.WebhookVerificationError is verify.WebhookVerificationError
+
+
+@pytest.mark.parametrize("vector", VECTORS["valid"] + VECTORS["invalid"],
+                         ids=lambda v: v.get("why", v["signature"][:12]))  # fmt: skip
+def test_svix_and_jobhook_agree_on_every_official_vector(vector: dict[str, object]) -> None:
+    verifier = SvixVerifier([Secret(str(vector["secret"]))])
+    wrapper = svix.webhooks.Webhook(str(vector["secret"]))
+    with time_machine.travel(int(str(vector["timestamp"])), tick=False):
+        try:
+            wrapper.verify(_payload(vector), _headers(vector))
+            svix_accepts = True
+        except svix.webhooks.WebhookVerificationError:
+            svix_accepts = False
+        try:
+            verifier.verify(_payload(vector), _headers(vector))
+            jobhook_accepts = True
+        except VerificationError:
+            jobhook_accepts = False
+    assert jobhook_accepts == svix_accepts == (vector in VECTORS["valid"])
 
 
 def test_vector_outside_tolerance_is_stale_with_the_real_clock() -> None:
