@@ -22,6 +22,7 @@ from svix.webhooks import Webhook
 from receiver.config import check_svix_secret
 from receiver.errors import RetryableError
 from receiver.secret import Secret, resolve_secret
+from receiver.urlsafety import tls_context
 
 if TYPE_CHECKING:
     from receiver.completion import Completion
@@ -64,7 +65,10 @@ class HttpHandler:
         """Open the handler's one HTTP client."""
         if self._client is None:
             self._client = httpx.AsyncClient(
-                timeout=self.timeout, follow_redirects=False, headers={"user-agent": USER_AGENT}
+                timeout=self.timeout,
+                follow_redirects=False,
+                headers={"user-agent": USER_AGENT},
+                verify=tls_context(),
             )
 
     async def close(self) -> None:

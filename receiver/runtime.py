@@ -21,6 +21,7 @@ from receiver.ratelimit import RateLimiter
 from receiver.resolver import Resolver
 from receiver.retention import Retention
 from receiver.store import Store, open_store
+from receiver.urlsafety import tls_context
 
 if TYPE_CHECKING:
     from handlers import Handler
@@ -65,6 +66,7 @@ class Runtime:
                 timeout=httpx.Timeout(15.0, connect=settings.results.connect_timeout),
                 headers={"User-Agent": "jobhook"},
                 follow_redirects=False,
+                verify=tls_context(),
             )
             stack.push_async_callback(api_client.aclose)
             for name, cfg in settings.sources.items():

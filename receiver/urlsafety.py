@@ -9,9 +9,11 @@ private one a moment later (DNS rebinding) is refused too. No socket is opened t
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import re
 import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -333,17 +335,27 @@ class BulkReadStream(httpcore.AsyncNetworkStream):
         return self._inner.get_extra_info(info)
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The process's one client TLS context (certifi's CAs, as httpx's default).
+
+    Each httpx client otherwise builds its own, parsing the CA bundle again (~30 ms each here);
+    jobhook's start built three or four. A context is safe to share between clients.
+    """
+    return httpx.create_ssl_context()
+
+
 def guarded_transport(
     policy: URLPolicy, limits: httpx.Limits | None = None
 ) -> httpx.AsyncHTTPTransport:
     """An httpx transport whose every connection goes through ``GuardedBackend(policy)``."""
     limits = limits or httpx.Limits(max_connections=20, max_keepalive_connections=10)
-    transport = httpx.AsyncHTTPTransport(trust_env=False, limits=limits)
+    transport = httpx.AsyncHTTPTransport(verify=tls_context(), trust_env=False, limits=limits)
     # httpx 0.28 cannot pass a network backend to its transport (encode/httpx#3749), so the
     # pool it built is swapped for an identical one with ours; tests/test_urlsafety.py proves
     # the swap still takes effect (the rebinding test fails if connections bypass it).
     transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=httpx.create_ssl_context(),
+        ssl_context=tls_context(),
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
