@@ -286,11 +286,12 @@ def start_writeback(fh: BinaryIO, written: int) -> None:
     Left alone, the kernel keeps a result's pages dirty until the fsync (its background
     writeback starts only at ``dirty_background_ratio`` of memory), so the disk idles while the
     body arrives and then writes all of it at the end. ``POSIX_FADV_DONTNEED`` on dirty pages
-    starts their writeback (Linux) and lets the page cache drop them once written: the disk
-    works while the download runs (1 GiB written from memory and fsync'd: about 320-530 MiB/s
-    left alone, 590-870 with this, on this project's VM), and a multi-GiB result does not fill
-    a sidecar's memory limit with dirty pages. Advice only: where it is missing or refused,
-    nothing changes.
+    starts their writeback (Linux); pages still being written are not dropped, so the result
+    stays cached for a handler that reads it next, only clean. The disk works while the
+    download runs (1 GiB written from memory and fsync'd: about 320-530 MiB/s left alone,
+    590-870 with this, on this project's VM), and a multi-GiB result does not fill a sidecar's
+    memory limit with dirty pages, which the kernel cannot drop. Advice only: where it is
+    missing or refused, nothing changes.
     """
     if written <= 0 or _DONTNEED is None:
         return
