@@ -1,7 +1,8 @@
 """The ceiling: a bare Starlette endpoint on jobhook's server stack (uvicorn, uvloop, httptools).
 
 It reads the body and answers a small JSON, as the webhook endpoint does, minus the work.
-``python -m bench.bare PORT`` serves it with the options ``jobhook serve`` uses.
+``python -m bench.bare PORT`` serves it with the uvicorn options ``jobhook serve`` uses (not its
+``gc.freeze()`` at start, nor its fallbacks where uvloop or httptools is missing).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Large result: one big result behind a presigned URL on loopback, jobhook's fetch beside curl.
 
 A blob host (bench.blobhost) serves a JSON result of ``--size-mib`` MiB from the page cache
-with sendfile(2), behind an expiring HMAC-signed URL. Each round downloads it from the
-same URL, in alternating order: once with ``curl -o`` and once with ``receiver.fetch``'s
+with sendfile(2), behind an expiring HMAC-signed URL. Each round runs the clients below in
+rotating order, the network ones on the same URL: ``curl -o``, and ``receiver.fetch``'s
 ``ResultFetcher`` in a fresh process (bench.fetch_once), which streams it to a temp file while
 hashing it (sha256), fsyncs it, renames it into place and fsyncs the directory. Both write to
 the same disk. curl does not fsync: the fsync of its file is timed separately, so the table
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     blobs.mkdir(parents=True, exist_ok=True)
     report.console.print(f"  preparing a {args.size_mib:,} MiB JSON result ...")
     blob = blobhost.make_blob(blobs / f"result-{args.size_mib}mib.json", size)
-    sha256 = _sha256(blob)  # also brings it into the page cache for both tools
+    sha256 = _sha256(blob)  # also brings it into the page cache for every client
     _fsync(blob)  # no writeback of the blob may slow the first download
     keyfile = work / "blob.key"
     keyfile.touch(mode=0o600)

@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,22 +18,15 @@ import httpx
 import psutil  # type: ignore[import-untyped]
 
 from bench.report import RESULTS
+from receiver.serving import free_port
+from tests.support import SECRET  # the README's example secret: signs loopback traffic only
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-# The README's example secret: it signs loopback benchmark traffic only, guards nothing.
-SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # noqa: S105 (public example value)
 API_KEY = "bench-api-key"
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def workdir(name: str) -> Path:
@@ -59,8 +51,6 @@ def jobhook_config(
     api_base_url: str | None = None,
     poll: dict[str, Any] | None = None,
     handlers: Sequence[dict[str, Any]] = (),
-    results: dict[str, Any] | None = None,
-    dispatch: dict[str, Any] | None = None,
     admin_token: str | None = None,
 ) -> Path:
     """A jobhook.toml with one Reducto source (secret and key from the environment)."""
@@ -80,11 +70,9 @@ def jobhook_config(
     ]
     if api_base_url:
         lines += [f'api_base_url = "{api_base_url}"', 'api_key = "env:BENCH_API_KEY"']
-    sections = {"sources.reducto.poll": poll, "results": results, "dispatch": dispatch}
-    for name, table in sections.items():
-        if table:
-            lines.append(f"[{name}]")
-            lines += [f"{k} = {_toml(v)}" for k, v in table.items()]
+    if poll:
+        lines.append("[sources.reducto.poll]")
+        lines += [f"{k} = {_toml(v)}" for k, v in poll.items()]
     for handler in handlers:
         lines.append("[[handlers]]")
         lines += [f"{k} = {_toml(v)}" for k, v in handler.items()]
@@ -94,13 +82,7 @@ def jobhook_config(
 
 
 def _toml(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str | Path):
-        return f'"{value}"'
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
-    return str(value)
+    return f'"{value}"' if isinstance(value, str | Path) else str(value)
 
 
 def environment(**extra: str) -> dict[str, str]:
@@ -196,10 +178,15 @@ def running(*services: Service, ready: str = "/readyz") -> Iterator[tuple[Servic
             service.stop()
 
 
-def jobhook(directory: Path, config: Path, port: int) -> Service:
-    return Service(
-        "jobhook", cli("serve", "--config", str(config)), port, directory / "jobhook.log"
-    )
+def jobhook(directory: Path, config: Path, port: int, name: str = "jobhook") -> Service:
+    return Service(name, cli("serve", "--config", str(config)), port, directory / f"{name}.log")
+
+
+def bare(directory: Path, port: int | None = None) -> Service:
+    """bench.bare, the ceiling: a bare Starlette endpoint on the same server stack."""
+    port = free_port() if port is None else port
+    argv = [sys.executable, "-m", "bench.bare", str(port)]
+    return Service("bare", argv, port, directory / "bare.log")
 
 
 def simulator(directory: Path, port: int, *options: str) -> Service:

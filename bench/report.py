@@ -15,6 +15,8 @@ import psutil  # type: ignore[import-untyped]
 from rich.console import Console
 from rich.table import Table
 
+from receiver.store.queries import nearest_rank
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -31,9 +33,7 @@ def percentile(values: Sequence[float], p: float) -> float:
     """The ``p``-th percentile (0-100), nearest rank; NaN for no values."""
     if not values:
         return float("nan")
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, round(p / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
+    return sorted(values)[nearest_rank(p / 100, len(values)) - 1]
 
 
 def machine() -> dict[str, Any]:

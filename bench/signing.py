@@ -2,53 +2,35 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from svix.webhooks import Webhook
 
-from bench.procs import SECRET
+from tests.support import SECRET, reducto_body
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 
-def reducto_body(job_id: str, status: str = "Completed") -> str:
-    """A Reducto ``async.update`` body as its fixtures show it."""
-    return json.dumps(
-        {"status": status, "job_id": job_id, "metadata": {"user_id": "123"}},
-        separators=(",", ":"),
-    )
+def body(job_id: str) -> str:
+    """A terminal Reducto ``async.update`` body, as the tests send it."""
+    return reducto_body(job_id, user_id="123").decode()
 
 
-def signed(message_id: str, body: str, now: datetime, webhook: Webhook) -> dict[str, str]:
-    return {
-        "svix-id": message_id,
-        "svix-timestamp": str(int(now.timestamp())),
-        "svix-signature": webhook.sign(message_id, now, body),
-        "content-type": "application/json",
-    }
-
-
-def write_requests(
-    prefix: Path, tag: str, count: int, files: int, status: str = "Completed"
-) -> list[str]:
+def write_requests(prefix: Path, tag: str, count: int, files: int) -> None:
     """``count`` webhooks with unique message and job ids, dealt over ``files`` files for wrk."""
-    webhook = Webhook(SECRET)
+    webhook = Webhook(SECRET)  # one signer for them all: tests.support's makes one per call
     now = datetime.now(tz=UTC)
     ts = str(int(now.timestamp()))
     outs = [open(f"{prefix}.{i}", "w", encoding="utf-8") for i in range(files)]  # noqa: SIM115
-    ids = []
     try:
         for n in range(count):
             job_id = f"{tag}-{n:07d}"
             message_id = f"msg_{job_id}"
-            body = reducto_body(job_id, status)
-            signature = webhook.sign(message_id, now, body)
-            outs[n % files].write(f"{message_id}\t{ts}\t{signature}\t{body}\n")
-            ids.append(job_id)
+            text = body(job_id)
+            signature = webhook.sign(message_id, now, text)
+            outs[n % files].write(f"{message_id}\t{ts}\t{signature}\t{text}\n")
     finally:
         for out in outs:
             out.close()
-    return ids

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -64,17 +63,11 @@ def _jobhook(directory: Path, name: str, *, fresh: bool, uv: str | None = None) 
     port = procs.free_port()
     handler = {"name": "archive", "type": "file", "dir": str(directory / "out")}
     config = procs.jobhook_config(directory, port, handlers=[handler])
-    argv = procs.cli("serve", "--config", str(config))
+    service = procs.jobhook(directory, config, port, name)
     if uv is not None:
-        argv = [uv, "run", "--project", str(procs.ROOT), "jobhook", "serve", "--config",
-                str(config)]  # fmt: skip
-    return procs.Service(name, argv, port, directory / f"{name}.log")
-
-
-def _bare(directory: Path) -> procs.Service:
-    port = procs.free_port()
-    argv = [sys.executable, "-m", "bench.bare", str(port)]
-    return procs.Service("bare", argv, port, directory / "bare.log")
+        service.argv = [uv, "run", "--project", str(procs.ROOT), "jobhook", "serve",
+                        "--config", str(config)]  # fmt: skip
+    return service
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -89,7 +82,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         order = kinds if n % 2 == 0 else list(reversed(kinds))
         for kind in order:
             if kind == "bare Starlette":
-                service = _bare(work)
+                service = procs.bare(work)
             elif kind == "jobhook, new store":
                 service = _jobhook(work / "new", "jobhook", fresh=True)
             elif kind == "jobhook, existing store":
