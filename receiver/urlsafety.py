@@ -13,7 +13,6 @@ import functools
 import ipaddress
 import re
 import socket
-import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
