@@ -354,8 +354,8 @@ async def test_a_content_length_over_the_cap_is_refused_before_the_body(
     assert files_in(tmp_path / "results") == []
 
 
-# 1 MiB is cut off before the first hand-over to the writer thread; 10 MiB while one is in
-# flight (the body is written in ~4 MiB batches).
+# 1 MiB is cut off before the first hand-over to the writer thread; 10 MiB after one or two,
+# usually while one is still in flight (the body is written in ~4 MiB batches).
 @pytest.mark.parametrize("cap_mib", [1, 10])
 async def test_a_body_without_length_is_aborted_once_it_passes_the_cap(
     blobs: tuple[str, Blobs], tmp_path: Path, cap_mib: int
@@ -541,15 +541,32 @@ async def test_a_512_mib_result_streams_to_disk_in_bounded_memory(tmp_path: Path
     (tmp_path / "big").unlink()  # pytest keeps recent tmp dirs; don't keep 512 MiB in them
     assert peak - baseline < 64 * 1024 * 1024, f"RSS grew by {(peak - baseline) >> 20} MiB"
     # Writeback starts as the body arrives: the kernel does not hold the result as dirty pages
-    # until the final fsync (left alone it would: 512 MiB is under its background threshold).
-    grew = dirty_peak - dirty_baseline
-    assert grew < 128 * 1024 * 1024, f"dirty pages grew by {grew >> 20} MiB"
+    # until the final fsync. Only checked where, left alone, it would (512 MiB under its
+    # background threshold); below it the kernel's own writeback would pass it anyway.
+    if background_writeback_threshold() > size:
+        grew = dirty_peak - dirty_baseline
+        assert grew < 128 * 1024 * 1024, f"dirty pages grew by {grew >> 20} MiB"
 
 
 def dirty_bytes() -> int:
     """The system's dirty page cache (/proc/meminfo ``Dirty``), in bytes."""
+    return _meminfo("Dirty")
+
+
+def background_writeback_threshold() -> int:
+    """Dirty bytes at which the kernel starts writing back on its own (vm.dirty_background_*)."""
+    with open("/proc/sys/vm/dirty_background_bytes", encoding="ascii") as fh:
+        fixed = int(fh.read())
+    if fixed:
+        return fixed
+    with open("/proc/sys/vm/dirty_background_ratio", encoding="ascii") as fh:
+        ratio = int(fh.read())
+    return _meminfo("MemAvailable") * ratio // 100
+
+
+def _meminfo(field: str) -> int:
     with open("/proc/meminfo", encoding="ascii") as fh:
         for line in fh:
-            if line.startswith("Dirty:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no Dirty line in /proc/meminfo")
+    raise AssertionError(f"no {field} line in /proc/meminfo")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from receiver.config import HandlerSettings
 from receiver.ingest import Ingestor
 from receiver.models import Event, State
-from receiver.store.sqlite import SQLiteStore
+from tests.adminsupport import open_store
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -18,9 +18,7 @@ def _done(job_id: str, message_id: str) -> Event:
 
 
 async def test_wakes_for_completions_with_work_and_not_for_news_without(tmp_path: Path) -> None:
-    store = SQLiteStore(tmp_path / "jobhook.db")
-    await store.open()
-    try:
+    async with open_store(tmp_path) as store:
         wakes: list[str] = []
         files = HandlerSettings(name="files", type="file", sources=("reducto",))
         with_handler = Ingestor(store, [files], wake=lambda: wakes.append("handler"))
@@ -39,5 +37,3 @@ async def test_wakes_for_completions_with_work_and_not_for_news_without(tmp_path
         await idle.ingest(running)
         assert result.completed  # recorded as a completion, with no handler and nothing to fetch
         assert wakes == ["handler", "resolve"]  # so nobody was woken for it
-    finally:
-        await store.close()

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 import json
+import threading
 from typing import TYPE_CHECKING
 
 import httpx
@@ -64,7 +65,11 @@ async def test_lines_logged_on_the_loop_go_out_together_in_order() -> None:
         await asyncio.sleep(0)
         assert writes == ["one\ntwo\n"]
         sink.line("three")
-        await asyncio.to_thread(sink.line, "from a thread")
+        # The loop is blocked while the other thread writes: its scheduled flush cannot run,
+        # so "three" comes first only because the sink writes what is pending first.
+        other = threading.Thread(target=sink.line, args=("from a thread",))
+        other.start()
+        other.join()
         assert writes[1:] == ["three\n", "from a thread\n"]
         sink.line("four")
     assert writes[-1] == "four\n"  # leaving the block writes what is pending

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from typing import TYPE_CHECKING
 
@@ -248,7 +249,9 @@ async def test_many_webhooks_on_a_locked_store_all_get_503_promptly(settings: Se
     assert _count(settings, "deliveries") == 0
 
 
-async def test_client_gone_before_its_body_arrives_stores_nothing(settings: Settings) -> None:
+async def test_client_gone_before_its_body_arrives_stores_nothing(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
     """Headers promise a body that never comes: the endpoint answers nothing and stores
     nothing, and the server goes on serving."""
     body = reducto_body("job-gone")
@@ -272,3 +275,5 @@ async def test_client_gone_before_its_body_arrives_stores_nothing(settings: Sett
     # Not counted as a webhook of any outcome: no rejection (as if the partial body were the
     # whole one), no failure.
     assert "jobhook_webhooks_total{" not in metrics
+    # Nor an error: the client left, nothing failed ("Exception in ASGI application" before).
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []

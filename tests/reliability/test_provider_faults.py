@@ -184,16 +184,19 @@ async def test_two_hundred_jobs_complete_with_30_percent_of_webhooks_dropped(
         app = create_app(_settings(tmp_path, "reducto", sim_url, rpm=600, grace=1.0))
         async with live_server(app, port=port):
             job_ids = sim.create_jobs(200, result="inline")
-            await _track(app, "reducto", job_ids)
-            await _wait_for_files(tmp_path / "out", "reducto", job_ids, timeout=400)
-    seconds = time.monotonic() - started
-    completed = sum((tmp_path / "out" / "reducto" / f"{j}.json").exists() for j in job_ids)
-    dropped = [d for d in sim.deliveries if d.state == "dropped"]
-    limited = [e for e in sim.log if e.reason == "rate_limited"]
-    report_figures(
-        f"jobs={len(job_ids)} completed={completed} webhooks_dropped={len(dropped)} "
-        f"job_api_requests={len(_api_entries(sim))} rate_limit_violations={len(limited)} "
-        f"seconds={seconds:.1f}"
-    )
+            try:
+                await _track(app, "reducto", job_ids)
+                await _wait_for_files(tmp_path / "out", "reducto", job_ids, timeout=400)
+            finally:  # the figures also when the wait times out: how far it got
+                seconds = time.monotonic() - started
+                out = tmp_path / "out" / "reducto"
+                completed = sum((out / f"{j}.json").exists() for j in job_ids)
+                dropped = [d for d in sim.deliveries if d.state == "dropped"]
+                limited = [e for e in sim.log if e.reason == "rate_limited"]
+                report_figures(
+                    f"jobs={len(job_ids)} completed={completed} webhooks_dropped={len(dropped)} "
+                    f"job_api_requests={len(_api_entries(sim))} "
+                    f"rate_limit_violations={len(limited)} seconds={seconds:.1f}"
+                )
     assert len(dropped) > 30
     assert not limited, "a poll exceeded the budget"
