@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import orjson
 import structlog
 
 from receiver.errors import (
@@ -95,10 +96,9 @@ class WebhookEndpoint:
         self.metrics.webhook(name, result.status, time.perf_counter() - started)
         log.info("webhook_" + result.status, source=name, message_id=message_id, job_id=job_id,
                  state=result.state.value, completed=result.completed)  # fmt: skip
-        answer = json.dumps(
-            {"status": result.status, "job_id": result.job_id, "state": result.state.value},
-            ensure_ascii=False, separators=(",", ":"),
-        ).encode()  # fmt: skip
+        answer = orjson.dumps(
+            {"status": result.status, "job_id": result.job_id, "state": result.state.value}
+        )
         await send({"type": "http.response.start", "status": 200,
                     "headers": [*_JSON, (b"content-length", b"%d" % len(answer))]})  # fmt: skip
         await send({"type": "http.response.body", "body": answer})

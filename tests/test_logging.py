@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import io
 import json
 import threading
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from receiver.app import create_app
-from receiver.log import LineSink
+from receiver.log import LineSink, UTCStamper, render_json
 from tests.support import SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
@@ -100,3 +101,40 @@ def test_a_closed_loop_does_not_swallow_lines() -> None:
         sink.line("after close")
         assert out.getvalue() == "after close\n"
         sink.batch_in(None)
+
+
+def test_the_stamper_writes_iso_utc_microseconds_and_follows_the_second() -> None:
+    now = [1_700_000_000.25]
+    stamp = UTCStamper(clock=lambda: now[0])
+    seen = []
+    for at in (1_700_000_000.25, 1_700_000_000.999_999_5, 1_700_000_001.0, 1_700_086_400.5):
+        now[0] = at
+        seen.append(stamp(None, "info", {})["timestamp"])
+    assert seen == [
+        "2023-11-14T22:13:20.250000Z",
+        "2023-11-14T22:13:20.999999Z",  # the last microsecond of a second
+        "2023-11-14T22:13:21.000000Z",
+        "2023-11-15T22:13:20.500000Z",  # the cached date moves on with the second
+    ]
+    for text in seen:  # ISO 8601 that datetime reads back, in UTC
+        parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        assert parsed.tzinfo == datetime.UTC
+
+
+def test_the_stamper_agrees_with_the_clock_of_the_machine() -> None:
+    before = datetime.datetime.now(datetime.UTC)
+    text = UTCStamper()(None, "info", {})["timestamp"]
+    after = datetime.datetime.now(datetime.UTC)
+    assert before <= datetime.datetime.fromisoformat(text.replace("Z", "+00:00")) <= after
+
+
+def test_json_lines_keep_what_orjson_refuses() -> None:
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<opaque>"
+
+    event = {"event": "x", "wide": 2**70, "text": "café", "n": 3, "flag": None}
+    assert json.loads(render_json(event)) == event  # a 70-bit integer: through json.dumps
+    assert json.loads(render_json({1: "a"})) == {"1": "a"}  # a non-string key: likewise
+    line = render_json({"event": "x", "thing": Opaque()}, default=repr)
+    assert json.loads(line) == {"event": "x", "thing": "<opaque>"}
