@@ -18,8 +18,8 @@ import httpx
 import psutil  # type: ignore[import-untyped]
 
 from bench.report import RESULTS
-from receiver.serving import free_port
-from tests.support import SECRET  # the README's example secret: signs loopback traffic only
+from receiver.serving import free_port as free_port  # re-exported for the benchmarks
+from tests.support import SECRET as SECRET  # the README example secret: loopback only
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
