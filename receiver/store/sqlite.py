@@ -451,23 +451,25 @@ def _finish_batch(db: sqlite3.Connection) -> None:
 def _ingest(
     db: sqlite3.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
-    if event.message_id is not None:
-        inserted = db.execute(sql.INSERT_DELIVERY, sql.delivery_params(event, now)).fetchall()
-        if not inserted:
-            cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
-            (state,) = db.execute(
-                "SELECT state FROM jobs WHERE source = ? AND job_id = ?",
-                (event.source, event.job_id),
-            ).fetchone()
-            return IngestResult("duplicate", event.job_id, State(state), requeued=cursor.rowcount)
-    ((state,),) = db.execute(sql.UPSERT_JOB, sql.job_params(event, now)).fetchall()
+    if (
+        event.message_id is not None
+        and not db.execute(sql.INSERT_DELIVERY_ROW, sql.delivery_params(event, now)).rowcount
+    ):
+        cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
+        (known,) = db.execute(
+            "SELECT state FROM jobs WHERE source = ? AND job_id = ?", (event.source, event.job_id)
+        ).fetchone()
+        return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
+    params = sql.job_params(event, now)
+    if db.execute(sql.INSERT_NEW_JOB, params).rowcount:
+        state: str = event.state.value  # a new job holds what its first news says
+    else:
+        ((state,),) = db.execute(sql.UPSERT_JOB, params).fetchall()
     completed = False
     if event.state.terminal and state == event.state:
-        created = db.execute(
-            sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve)
-        ).fetchall()
-        if created:
+        created = db.execute(sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve))
+        if created.rowcount:
             completed = True
-            completion_id = created[0][0]
+            completion_id = created.lastrowid
             db.executemany(sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers])
     return IngestResult("accepted", event.job_id, State(state), completed=completed)

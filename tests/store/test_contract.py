@@ -62,8 +62,15 @@ class TestStoreContract:
 
     async def test_a_job_state_only_moves_forward(self, store: Store) -> None:
         steps = [State.QUEUED, State.RUNNING, State.QUEUED, State.SUCCEEDED, State.RUNNING]
+        answers = []
         for n, state in enumerate(steps):
-            await store.ingest(news(state=state, msg=f"m{n}"), [])
+            result = await store.ingest(news(state=state, msg=f"m{n}"), [])
+            answers.append((result.state, result.completed))
+        # Each answer carries the job's state after the news, not the news' own state.
+        assert answers == [
+            (State.QUEUED, False), (State.RUNNING, False), (State.RUNNING, False),
+            (State.SUCCEEDED, True), (State.SUCCEEDED, False),
+        ]  # fmt: skip
         job = await store.get_job(SOURCE, "job-1")
         assert job is not None
         assert (job.state, job.provider_status) == ("succeeded", "Completed")
