@@ -5,9 +5,11 @@ new job id), so each one is verified, parsed and stored in one group-committed t
 (delivery + job + completion rows, fsync'd) before its 2xx. The source has no job API and no
 handler is configured, so nothing runs after the commit and the figures are the intake's own.
 The bare Starlette endpoint (bench.bare) runs on the same server stack with the same worker
-count; beside them runs the floor (bench.floor): the same stack with only what the target asks
-for, a svix verification and one group-committed, de-duplicated SQLite insert. The three are
-measured in turn, round by round (the order rotates), and compared by their medians.
+count. Two more anchors place the write: the floor (bench.floor), the same stack with only what
+the target asks for, a svix verification and one group-committed, de-duplicated SQLite insert;
+and nullstore (bench.nullstore), jobhook itself on a store that stores nothing, the ceiling of
+every other part of the intake. The four are measured in turn, round by round (the order
+rotates), and compared by their medians.
 """
 
 from __future__ import annotations
@@ -55,10 +57,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     config = procs.jobhook_config(work, port)
     jobhook = procs.jobhook(work, config, port)
     bare = procs.bare(work, bare_port)
+    null_port, null_dir = procs.free_port(), work / "nullstore"
+    null_dir.mkdir()
+    nullstore = procs.nullstore(work, procs.jobhook_config(null_dir, null_port), null_port)
     (work / "floor.db").unlink(missing_ok=True)
     floor_argv = [sys.executable, "-m", "bench.floor", str(floor_port), str(work / "floor.db")]
     floor = procs.Service("floor", floor_argv, floor_port, work / "floor.log")
-    services = (bare, floor, jobhook)
+    services = (bare, nullstore, floor, jobhook)
     rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in services}
     sent_ok = 0
     with procs.running(*services):
@@ -69,7 +74,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             best = max(best, warm["rps"])
             sent_ok += warm["acked_ids"] if service is jobhook else 0
         for n in range(args.rounds):
-            order = services[n % 3 :] + services[: n % 3]
+            order = services[n % len(services) :] + services[: n % len(services)]
             for service in order:
                 count = int(best * args.seconds * HEADROOM) + 1000
                 figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args)
@@ -104,6 +109,12 @@ def _summarise(
     }
     ratio = med["jobhook"]["rps"] / med["bare"]["rps"]
     floor_ratio = med["floor"]["rps"] / med["bare"]["rps"]
+    null_ratio = med["nullstore"]["rps"] / med["bare"]["rps"]
+    # The service time of one webhook at saturation (1 / throughput), in microseconds: what
+    # the target allows, what jobhook takes without its write, and what the write adds.
+    budget_us = 1e6 / (TARGET_RATIO * med["bare"]["rps"])
+    null_us = 1e6 / med["nullstore"]["rps"]
+    write_us = 1e6 / med["jobhook"]["rps"] - null_us
     p99_ms = med["jobhook"]["p99_us"] / 1000
     rows = [
         [
@@ -138,6 +149,16 @@ def _summarise(
                 report.verdict(p99_ms <= TARGET_P99_MS),
             ],
             [
+                "(nullstore: jobhook storing nothing, x bare)",
+                f"{null_ratio:.2f}, p99 {med['nullstore']['p99_us'] / 1000:.1f} ms",
+                "reference",
+            ],
+            [
+                "(time per webhook the target leaves for the write)",
+                f"{budget_us - null_us:,.0f} us; the write takes {write_us:,.0f} us",
+                "",
+            ],
+            [
                 "(the floor: verify + one durable insert, x bare)",
                 f"{floor_ratio:.2f}, p99 {med['floor']['p99_us'] / 1000:.1f} ms",
                 "reference",
@@ -161,6 +182,9 @@ def _summarise(
         "medians": med,
         "ratio": ratio,
         "floor_ratio": floor_ratio,
+        "nullstore_ratio": null_ratio,
+        "write_budget_us": budget_us - null_us,
+        "write_us": write_us,
         "stored": stored,
         "acknowledged": sent_ok,
         "targets": {

@@ -182,6 +182,12 @@ def jobhook(directory: Path, config: Path, port: int, name: str = "jobhook") -> 
     return Service(name, cli("serve", "--config", str(config)), port, directory / f"{name}.log")
 
 
+def nullstore(directory: Path, config: Path, port: int) -> Service:
+    """bench.nullstore: jobhook serve on a store that stores nothing (its config, its port)."""
+    argv = [sys.executable, "-m", "bench.nullstore", str(config)]
+    return Service("nullstore", argv, port, directory / "nullstore.log")
+
+
 def bare(directory: Path, port: int | None = None) -> Service:
     """bench.bare, the ceiling: a bare Starlette endpoint on the same server stack."""
     port = free_port() if port is None else port
