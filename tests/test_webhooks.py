@@ -277,3 +277,44 @@ async def test_client_gone_before_its_body_arrives_stores_nothing(
     assert "jobhook_webhooks_total{" not in metrics
     # Nor an error: the client left, nothing failed ("Exception in ASGI application" before).
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_the_webhook_fast_path_answers_as_starlettes_routing_does(
+    settings: Settings,
+) -> None:
+    """App answers ``POST /webhooks/{source}`` ahead of Starlette's middleware and router; with
+    the fast path off (``app.webhook = None``) the same requests go through them instead. Both
+    must answer every kind of request the same way."""
+    app = create_app(settings)
+    too_big = b"x" * (settings.server.max_body_bytes + 1)
+
+    def cases(n: int) -> list[tuple[str, str, bytes, dict[str, str]]]:
+        body = reducto_body(f"job-{n}")
+        signed = signed_headers(body, msg_id=f"msg_{n}")
+        return [
+            ("POST", "/webhooks/reducto", body, signed),  # accepted
+            ("POST", "/webhooks/reducto", body, signed),  # duplicate
+            ("POST", "/webhooks/reducto", body, {**signed, "svix-id": "msg_x"}),  # 401
+            ("POST", "/webhooks/reducto", body, {}),  # 400
+            ("POST", "/webhooks/reducto", too_big, signed),  # 413
+            ("POST", "/webhooks/nope", body, signed),  # unknown source: 404
+            ("POST", "/webhooks/reducto/", body, signed),  # not the route's path
+            ("POST", "/webhooks/", body, signed),
+            ("GET", "/webhooks/reducto", b"", {}),  # 405
+        ]
+
+    def seen(response: httpx.Response) -> tuple[object, ...]:
+        text = response.text.replace("job-1", "job-N").replace("job-2", "job-N")
+        kept = ("content-type", "content-length", "retry-after", "location", "allow")
+        return response.status_code, text, {k: response.headers.get(k) for k in kept}
+
+    answers: dict[str, list[tuple[object, ...]]] = {}
+    async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+        for n, mode in ((1, "fast"), (2, "routed")):
+            app.webhook = app.webhook if mode == "fast" else None
+            answers[mode] = [
+                seen(await client.request(method, path, content=body, headers=headers))
+                for method, path, body, headers in cases(n)
+            ]
+    assert answers["fast"] == answers["routed"]
+    assert [a[0] for a in answers["fast"]] == [200, 200, 401, 400, 413, 404, 307, 404, 405]
