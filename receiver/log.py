@@ -5,15 +5,15 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import json
 import logging
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import structlog
+
+from receiver import jsontext
 
 if TYPE_CHECKING:
     import asyncio
@@ -150,12 +150,8 @@ class UTCStamper:
 
 
 def render_json(event_dict: dict[str, Any], **kw: Any) -> str:
-    """A log line as JSON through orjson (a third of ``json.dumps``' time per line), or through
-    ``json.dumps`` for what orjson refuses (integers wider than 64 bits, non-string keys)."""
-    try:
-        return orjson.dumps(event_dict, default=kw.get("default")).decode()
-    except TypeError:
-        return json.dumps(event_dict, **kw)
+    """A log line as JSON (``jsontext.dumps``: a third of ``json.dumps``' time per line)."""
+    return jsontext.dumps(event_dict, kw.get("default"))
 
 
 def configure_logging(level: str = "info", fmt: str = "auto", *, batch: bool = False) -> None:

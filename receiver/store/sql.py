@@ -6,6 +6,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from receiver import jsontext
 from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution
 
 if TYPE_CHECKING:
@@ -245,7 +246,7 @@ def job_params(event: Event, at: float) -> dict[str, Any]:
         "job_id": event.job_id,
         "state": event.state.value,
         "provider_status": event.provider_status,
-        "metadata": json.dumps(event.metadata, separators=(",", ":")),
+        "metadata": jsontext.dumps(event.metadata),
         "error": event.error,
         "now": at,
         "terminal_at": at if event.state.terminal else None,
