@@ -149,16 +149,6 @@ def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple
     return numbered(query.replace(queries.METADATA_HOLDS, _METADATA_HOLDS)), params
 
 
-def job_args(event: Event, at: float) -> tuple[Any, ...]:
-    """UPSERT_JOB's arguments, from the parameters both stores share."""
-    p = sql.job_params(event, at)
-    return (
-        p["source"], p["job_id"], p["state"], p["provider_status"], p["metadata"], p["error"],
-        p["now"], p["terminal_at"], p["progress_done"], p["progress_total"],
-        p["expected_pages"], p["poll_at"],
-    )  # fmt: skip
-
-
 def completion_args(event: Event, at: float, resolve: bool) -> tuple[Any, ...]:
     p = sql.completion_params(event, at, resolve)
     return (p["source"], p["job_id"], p["now"], p["phase"], p["result_ref"])

@@ -232,7 +232,7 @@ async def _ingest(
             return IngestResult(
                 "duplicate", event.job_id, State(state), requeued=affected(requeued)
             )
-    state = await conn.fetchval(pg_sql.UPSERT_JOB, *pg_sql.job_args(event, now))
+    state = await conn.fetchval(pg_sql.UPSERT_JOB, *sql.job_args(event, now))
     completed = False
     if event.state.terminal and state == event.state:
         await conn.execute(pg_sql.LOCK_COMPLETIONS_SHARED)

@@ -39,12 +39,11 @@ _INSERT_JOB_ROW = """
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
                   last_news_at, terminal_at, progress_done, progress_total, expected_pages,
                   next_poll_at)
-VALUES (:source, :job_id, :state, :provider_status, :metadata, :error, :now, :now, :now,
-        :terminal_at, :progress_done, :progress_total, :expected_pages, :poll_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8, ?9, ?10, ?11, ?12)
 """
 
 INSERT_NEW_JOB = _INSERT_JOB_ROW + "ON CONFLICT DO NOTHING\n"
-"""A job's first news: the row as UPSERT_JOB inserts it, and no change for a known job."""
+"""A job's first news (``job_args``): the row as UPSERT_JOB inserts it; nothing for a known job."""
 
 UPSERT_JOB = (
     _INSERT_JOB_ROW
@@ -75,6 +74,14 @@ FROM jobs WHERE source = :source AND job_id = :job_id
 ON CONFLICT (source, job_id) DO NOTHING
 """
 """One row, or none when the job already has its completion: its id is the cursor's lastrowid."""
+
+INSERT_NEW_COMPLETION = """
+INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
+                         next_attempt_at, phase, result_ref)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9) ON CONFLICT (source, job_id) DO NOTHING
+"""
+"""INSERT_COMPLETION for a job created in the same transaction: its row is ``job_args``' first
+seven values, so they are inserted as they are instead of read back (~3 us a webhook)."""
 
 INSERT_DISPATCH = """
 INSERT INTO dispatches (completion_id, handler, next_attempt_at, updated_at)
@@ -239,34 +246,35 @@ def delivery_params(event: Event, at: float) -> tuple[Any, ...]:
     )
 
 
-def job_params(event: Event, at: float) -> dict[str, Any]:
+def job_args(event: Event, at: float) -> tuple[Any, ...]:
+    """The job row's arguments in UPSERT_JOB's order (both stores): source, job_id, state,
+    provider_status, metadata, error, now, terminal_at, progress_done, progress_total,
+    expected_pages, poll_at."""
     progress = event.progress
-    return {
-        "source": event.source,
-        "job_id": event.job_id,
-        "state": event.state.value,
-        "provider_status": event.provider_status,
-        "metadata": jsontext.dumps(event.metadata),
-        "error": event.error,
-        "now": at,
-        "terminal_at": at if event.state.terminal else None,
-        "progress_done": progress.done if progress else None,
-        "progress_total": progress.total if progress else None,
-        "expected_pages": event.expected_pages,
-        "poll_at": event.poll_at,
-    }
+    return (
+        event.source, event.job_id, event.state.value, event.provider_status,
+        jsontext.dumps(event.metadata), event.error, at, at if event.state.terminal else None,
+        progress.done if progress else None, progress.total if progress else None,
+        event.expected_pages, event.poll_at,
+    )  # fmt: skip
 
 
-def completion_params(event: Event, at: float, resolve: bool) -> dict[str, Any]:
+def completion_phase(event: Event, resolve: bool) -> tuple[str, str | None]:
+    """A new completion's phase and result reference (JSON text, or None)."""
     ref = event.result
     result_ref = None
     if ref is not None:
         result_ref = json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+    return ("resolving" if resolve else "ready"), result_ref
+
+
+def completion_params(event: Event, at: float, resolve: bool) -> dict[str, Any]:
+    phase, result_ref = completion_phase(event, resolve)
     return {
         "source": event.source,
         "job_id": event.job_id,
         "now": at,
-        "phase": "resolving" if resolve else "ready",
+        "phase": phase,
         "result_ref": result_ref,
     }
 

@@ -460,14 +460,19 @@ def _ingest(
             "SELECT state FROM jobs WHERE source = ? AND job_id = ?", (event.source, event.job_id)
         ).fetchone()
         return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
-    params = sql.job_params(event, now)
-    if db.execute(sql.INSERT_NEW_JOB, params).rowcount:
+    args = sql.job_args(event, now)
+    new_job = bool(db.execute(sql.INSERT_NEW_JOB, args).rowcount)
+    if new_job:
         state: str = event.state.value  # a new job holds what its first news says
     else:
-        ((state,),) = db.execute(sql.UPSERT_JOB, params).fetchall()
+        ((state,),) = db.execute(sql.UPSERT_JOB, args).fetchall()
     completed = False
     if event.state.terminal and state == event.state:
-        created = db.execute(sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve))
+        if new_job:
+            extra = sql.completion_phase(event, resolve)
+            created = db.execute(sql.INSERT_NEW_COMPLETION, (*args[:7], *extra))
+        else:
+            created = db.execute(sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve))
         if created.rowcount:
             completed = True
             completion_id = created.lastrowid

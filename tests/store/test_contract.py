@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from receiver.errors import StoreUnavailableError
-from receiver.models import Event, Progress, State
+from receiver.models import Event, Progress, ResultRef, State
 from receiver.store import Resolution
 from receiver.store.sqlite import SQLiteStore
 from receiver.store.views import JobFilter
@@ -122,6 +123,34 @@ class TestStoreContract:
         assert (second.status, second.completed) == ("accepted", False)
         assert len(await store.completions_after(0, 10)) == 1
         assert await states(store) == {"files": "pending", "hook": "pending"}
+
+    async def test_a_completion_keeps_the_news_it_was_made_from(self, store: Store) -> None:
+        # A job first heard of in its terminal news, and a job that was running before.
+        ref = ResultRef(url="https://results.example/a.json", sha256="ab" * 32)
+        done = news("job-new", msg="m-new", metadata={"k": "v"}, error=None, result=ref)
+        await store.ingest(news("job-old", state=State.RUNNING, msg="m-0", metadata={"a": 1}), [])
+        old = news("job-old", msg="m-1", metadata={"b": 2}, result=ResultRef(inline={"x": 1}))
+        for event, resolve in ((done, True), (old, False)):
+            assert (await store.ingest(event, ["files"], resolve=resolve)).completed
+        new_row = await store.completion_for(SOURCE, "job-new")
+        old_row = await store.completion_for(SOURCE, "job-old")
+        assert new_row is not None
+        assert old_row is not None
+        assert (new_row.state, new_row.provider_status, new_row.phase) == (
+            "succeeded",
+            "Completed",
+            "resolving",
+        )
+        assert (new_row.metadata, old_row.metadata) == ({"k": "v"}, {"a": 1, "b": 2})
+        assert old_row.phase == "ready"
+        assert new_row.result_ref is not None
+        assert old_row.result_ref is not None
+        assert json.loads(new_row.result_ref) == {
+            "inline": None,
+            "url": ref.url,
+            "sha256": ref.sha256,
+        }
+        assert json.loads(old_row.result_ref) == {"inline": {"x": 1}, "url": None, "sha256": None}
 
     async def test_only_terminal_news_creates_a_completion_with_one_dispatch_per_handler(
         self, store: Store
