@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from tests.deploy.dockerfile import DOCKERFILE, REPO, final_stage, image_env, instructions
@@ -89,3 +90,18 @@ def test_dockerignore_is_an_allow_list_of_exactly_what_the_build_copies() -> Non
         for source in args.split()[:-1]
     }
     assert copied == allowed
+
+
+def test_the_wheel_ships_the_two_packages_the_image_copies(tmp_path: Path) -> None:
+    """The image installs jobhook as a wheel built from receiver/ and handlers/ only; a wheel
+    that also carried bench/ (it imports tests.support) would install a broken package."""
+    uv = shutil.which("uv")
+    assert uv is not None, "uv is on PATH wherever the tests run (.ci/run installs it)"
+    subprocess.run(
+        [uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_path), str(REPO)],
+        check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    (wheel,) = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        top = {name.split("/")[0] for name in archive.namelist()}
+    assert {name for name in top if not name.endswith(".dist-info")} == {"receiver", "handlers"}
