@@ -36,6 +36,11 @@ def numbered(query: str) -> str:
     return _PLACEHOLDER.sub(lambda _: f"${next(count)}", query)
 
 
+# An inserted delivery answers a row, a duplicate none: one round trip, where SQLite reads the
+# change count instead.
+INSERT_DELIVERY = numbered(sql.INSERT_DELIVERY_ROW) + "RETURNING 1\n"
+
+
 def _rank(column: str) -> str:
     return f"(CASE {column} WHEN 'queued' THEN 0 WHEN 'running' THEN 1 ELSE 2 END)"
 

@@ -222,9 +222,7 @@ async def _ingest(
     conn: Conn, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
     if event.message_id is not None:
-        seen = (
-            await conn.fetchval(_n(sql.INSERT_DELIVERY), *sql.delivery_params(event, now)) is None
-        )
+        seen = await conn.fetchval(pg_sql.INSERT_DELIVERY, *sql.delivery_params(event, now)) is None
         if seen:
             key = (event.source, event.job_id)
             requeued = await conn.execute(_n(sql.REQUEUE_DEAD_FOR_JOB), now, now, *key)

@@ -27,14 +27,11 @@ _FORWARD = f"jobs.terminal_at IS NULL AND {_rank('excluded.state')} >= {_rank('j
 
 # SQLite learns what an INSERT did from its change count (cursor.rowcount, lastrowid): there a
 # RETURNING clause costs a statement ~5 us more, and SQLite's part of a webhook was ~70 us with
-# three of them (a microbenchmark of the statements). PostgreSQL, one round trip per statement,
-# keeps RETURNING.
+# three of them (a microbenchmark of the statements). PostgreSQL keeps RETURNING (pg_sql).
 INSERT_DELIVERY_ROW = """
 INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at)
 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 """
-
-INSERT_DELIVERY = INSERT_DELIVERY_ROW + "RETURNING 1\n"
 
 _INSERT_JOB_ROW = """
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
