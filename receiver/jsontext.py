@@ -12,10 +12,12 @@ if TYPE_CHECKING:
 
 
 def dumps(value: Any, default: Callable[[Any], Any] | None = None) -> str:
-    """``value`` as compact JSON text (UTF-8 characters, not ``\\u`` escapes).
+    """``value`` as compact JSON text.
 
-    orjson is about three times faster than ``json.dumps``; what it refuses (integers wider
-    than 64 bits, non-string keys, strings with lone surrogates) goes through ``json.dumps``.
+    orjson is about three times faster than ``json.dumps`` and writes non-ASCII characters as
+    they are; what it refuses (integers wider than 64 bits, non-string keys, strings with lone
+    surrogates) goes through ``json.dumps``, which escapes every non-ASCII character as
+    ``\\uXXXX`` (a lone surrogate has no UTF-8 form to store).
     """
     try:
         return orjson.dumps(value, default=default).decode()
