@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from receiver.config import load_settings
 from receiver.models import IngestResult
 from receiver.serve import run
+from receiver.store import open_store
 from receiver.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -37,8 +38,10 @@ class NullIngestStore(SQLiteStore):
 
 def main() -> None:
     config = Path(sys.argv[1])
-    url = load_settings(config).store.url
-    run(config, store=NullIngestStore(Path(url.removeprefix("sqlite:///"))))
+    configured = open_store(load_settings(config).store.url)
+    if not isinstance(configured, SQLiteStore):
+        raise SystemExit("bench.nullstore: the config's store must be SQLite")
+    run(config, store=NullIngestStore(configured.path))
 
 
 if __name__ == "__main__":
