@@ -134,7 +134,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> App:
 
     app = App(
         routes=[
-            Route("/webhooks/{source}", webhook, methods=["POST"]),
+            Route(WEBHOOKS + "{source}", webhook, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
