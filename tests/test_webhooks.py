@@ -308,13 +308,26 @@ async def test_the_webhook_fast_path_answers_as_starlettes_routing_does(
         kept = ("content-type", "content-length", "retry-after", "location", "allow")
         return response.status_code, text, {k: response.headers.get(k) for k in kept}
 
+    endpoint = app.webhook
+    assert endpoint is not None
     answers: dict[str, list[tuple[object, ...]]] = {}
+    unavailable: dict[str, tuple[object, ...]] = {}
     async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
         for n, mode in ((1, "fast"), (2, "routed")):
-            app.webhook = app.webhook if mode == "fast" else None
+            app.webhook = endpoint if mode == "fast" else None
             answers[mode] = [
                 seen(await client.request(method, path, content=body, headers=headers))
                 for method, path, body, headers in cases(n)
             ]
+            # A retryable failure (503, Retry-After): the store is not attached yet.
+            ingestor, endpoint.ingestor = endpoint.ingestor, None
+            body = reducto_body(f"job-{n}b")
+            headers = signed_headers(body, msg_id=f"msg_{n}b")
+            unavailable[mode] = seen(
+                await client.post("/webhooks/reducto", content=body, headers=headers)
+            )
+            endpoint.ingestor = ingestor
     assert answers["fast"] == answers["routed"]
     assert [a[0] for a in answers["fast"]] == [200, 200, 401, 400, 413, 404, 307, 404, 405]
+    assert unavailable["fast"] == unavailable["routed"]
+    assert unavailable["fast"][0] == 503
