@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
@@ -74,10 +74,7 @@ class WebhookEndpoint:
                 return  # the client went away before its body arrived: nothing to answer
             signed = source.verifier.verify(body, headers)
             message_id = signed.message_id
-            try:
-                payload = json.loads(body)
-            except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
-                raise VerificationError("invalid_json", "the body is not valid JSON") from None
+            payload = parse_json(body)
             event = source.provider.parse_webhook(payload, source=name, message_id=message_id)
             job_id = event.job_id
             if self.ingestor is None:
@@ -105,6 +102,27 @@ class WebhookEndpoint:
 
 
 _JSON = ((b"content-type", b"application/json"),)
+
+
+def parse_json(body: bytes) -> Any:
+    """The body's JSON; 400 ``invalid_json`` when it is not JSON, or holds no text.
+
+    JSON can escape a lone UTF-16 surrogate (``"\\ud800"``), which ``json.loads`` accepts but
+    no UTF-8 text can hold: the store would refuse it and the webhook get a 5xx, sent again and
+    again. Only a body with a surrogate escape (``\\ud...``) is checked, so others pay nothing.
+    """
+    try:
+        payload = json.loads(body)
+    except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
+        raise VerificationError("invalid_json", "the body is not valid JSON") from None
+    if b"\\ud" in body or b"\\uD" in body:
+        try:
+            json.dumps(payload, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise VerificationError(
+                "invalid_json", "the body escapes a lone UTF-16 surrogate, which is not text"
+            ) from None
+    return payload
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -331,3 +331,28 @@ async def test_the_webhook_fast_path_answers_as_starlettes_routing_does(
     assert [a[0] for a in answers["fast"]] == [200, 200, 401, 400, 413, 404, 307, 404, 405]
     assert unavailable["fast"] == unavailable["routed"]
     assert unavailable["fast"][0] == 503
+
+
+async def test_a_lone_surrogate_escape_is_refused_and_a_pair_accepted(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    """JSON can escape a lone UTF-16 surrogate, which no stored text can hold: 400, nothing
+    stored (it was a 5xx, sent again by the provider forever). A pair is one character."""
+    lone = '{"status": "Completed", "job_id": "job-\\ud800", "metadata": {}}'
+    pair = '{"status": "Completed", "job_id": "job-\\ud83d\\ude00", "metadata": {"k": "\\uDC00x"}}'
+    pair_only = '{"status": "Completed", "job_id": "job-\\ud83d\\ude00", "metadata": {}}'
+    refused = await client.post(
+        "/webhooks/reducto", content=lone, headers=signed_headers(lone, msg_id="msg_lone")
+    )
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid_json")
+    assert "surrogate" in refused.json()["detail"]
+    also = await client.post(
+        "/webhooks/reducto", content=pair, headers=signed_headers(pair, msg_id="msg_low")
+    )
+    assert (also.status_code, also.json()["error"]) == (400, "invalid_json")  # a lone low half
+    accepted = await client.post(
+        "/webhooks/reducto", content=pair_only, headers=signed_headers(pair_only, msg_id="msg_ok")
+    )
+    assert accepted.status_code == 200
+    assert accepted.json()["job_id"] == "job-\U0001f600"
+    assert _count(settings, "deliveries") == 1
