@@ -19,9 +19,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
 # svix.webhooks.Webhook maps svix-* headers onto standardwebhooks' Webhook (a dependency svix
 # ships with) and calls its verify; this module hands it webhook-* headers already. Importing
 # svix.webhooks first runs svix/__init__, which loads svix's whole REST API client, the
@@ -33,6 +30,8 @@ from receiver.errors import VerificationError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from receiver.secret import Secret
 
@@ -119,7 +118,11 @@ def parse_public_key(value: str, index: int = 0) -> Ed25519PublicKey:
     """A ``whpk_`` Standard Webhooks public key: base64 of 32 raw ed25519 bytes; ValueError else.
 
     The message names the key by its index, never its text (a secret may be pasted by mistake).
+    ``cryptography`` is imported here, by the sources that have public keys: it is ~9 MB of
+    the service's memory, for a scheme few sources use.
     """
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
     if value.startswith("whsk_"):
         raise ValueError(
             f"public key #{index} is a whsk_ secret key: configure its whpk_ public key instead"
@@ -182,6 +185,8 @@ class SvixVerifier:
 
     def _v1a_matches(self, body: bytes, signed: SignedHeaders) -> bool:
         """Whether any ``v1a`` entry is an ed25519 signature of the delivery by a known key."""
+        from cryptography.exceptions import InvalidSignature
+
         message = f"{signed.message_id}.{signed.timestamp}.".encode() + body
         for entry in signed.signature.split(" "):
             version, _, value = entry.partition(",")
