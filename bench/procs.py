@@ -149,11 +149,20 @@ class Service:
         raise RuntimeError(f"{self.name} not ready within {timeout} s; see {self.log}")
 
     def cpu_seconds(self) -> float:
-        times = self.ps.cpu_times()
-        return float(times.user + times.system)
+        """CPU time of the process and of its children, live (jobhook's SQLite writer process)
+        and reaped; a child that exits between two readings takes its time out of the sum."""
+        parent = self.ps
+        times = parent.cpu_times()
+        total = times.user + times.system + times.children_user + times.children_system
+        for child in parent.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+        return float(total)
 
     def rss(self) -> int:
-        return int(self.ps.memory_info().rss)
+        """Resident memory of the process and its children (jobhook's SQLite writer process)."""
+        return tree_rss(self.ps)
 
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -164,6 +173,16 @@ class Service:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def tree_rss(process: psutil.Process) -> int:
+    """RSS of ``process`` and its children, uv's own process left out (``uv run``)."""
+    total = 0
+    for each in [process, *process.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            if each.name() != "uv":
+                total += int(each.memory_info().rss)
+    return total
 
 
 @contextlib.contextmanager

@@ -46,8 +46,8 @@ def _measure(service: procs.Service) -> dict[str, float]:
         ready = service.wait_ready("/readyz", timeout=30.0)
         time.sleep(IDLE_SECONDS)
         children = service.ps.children(recursive=True)
-        # Under ``uv run`` the service is uv's child: the RSS that counts is the Python one.
-        rss = max(p.memory_info().rss for p in [service.ps, *children])
+        # jobhook's and its SQLite writer process's (under ``uv run``, not uv's own).
+        rss = procs.tree_rss(service.ps)
         return {"ready_s": ready, "rss_mb": rss / MB}
     finally:
         service.stop()
