@@ -1,10 +1,18 @@
-"""The SQLite store's group commit: a bad operation fails alone, its neighbours commit."""
+"""The SQLite store's group commit (a bad operation fails alone, its neighbours commit) and its
+writer process (started again when it dies, gone when its parent is)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from typing import TYPE_CHECKING
 
+import psutil  # type: ignore[import-untyped]
 import pytest
 
 from receiver.errors import StoreUnavailableError
@@ -12,6 +20,7 @@ from receiver.models import Event, State
 from receiver.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -52,3 +61,115 @@ async def test_closed_store_refuses_writes(tmp_path: Path) -> None:
     await store.close()
     with pytest.raises(StoreUnavailableError):
         await store.ingest(_event("late"), [])
+
+
+def _die(db: sqlite3.Connection) -> None:
+    """An operation that kills the writer process mid-batch (it travels there by name)."""
+    os._exit(3)
+
+
+async def _wait_until(predicate: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
+async def test_writes_run_in_a_writer_process_that_is_started_again_when_killed(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    await store.open()
+    try:
+        first = store._process.pid
+        assert first is not None
+        assert first != os.getpid()
+        assert psutil.Process(first).cmdline()[1:3] == ["-m", "receiver.store.writer"]
+        await store.ingest(_event("before"), [])
+        os.kill(first, signal.SIGKILL)
+        await _wait_until(lambda: not store._process.alive)
+        result = await store.ingest(_event("after"), [])
+        assert result.status == "accepted"
+        assert store._process.pid not in (None, first)
+        assert await store.get_job("reducto", "before") is not None
+        assert await store.get_job("reducto", "after") is not None
+    finally:
+        await store.close()
+
+
+async def test_a_writer_process_dying_mid_batch_fails_the_batch_and_the_next_one_commits(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    await store.open()
+    try:
+        await store.ingest(_event("before"), [])
+        with pytest.raises(StoreUnavailableError, match="writer process exited"):
+            await store._write_sync(_die)
+        assert (await store.ingest(_event("before"), [])).status == "duplicate"
+        assert (await store.ingest(_event("after"), [])).status == "accepted"
+    finally:
+        await store.close()
+
+
+async def test_the_writer_process_ignores_interrupts_and_stops_with_the_store(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C reaches the whole process group; the service still writes while it stops."""
+    store = SQLiteStore(tmp_path / "s.db")
+    await store.open()
+    pid = store._process.pid
+    assert pid is not None
+    try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            os.kill(pid, signum)
+        await asyncio.sleep(0.2)
+        assert (await store.ingest(_event("after-signals"), [])).status == "accepted"
+        assert store._process.pid == pid
+    finally:
+        await store.close()
+    assert _gone(pid)
+
+
+def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from receiver.store.sqlite import SQLiteStore\n"
+        "async def main():\n"
+        f"    store = SQLiteStore(Path({str(tmp_path / 's.db')!r}))\n"
+        "    await store.open()\n"
+        "    print('writer', store._process.pid, flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    assert parent.stdout is not None
+    with parent.stdout:
+        try:
+            lines = (line.decode().split() for line in parent.stdout)
+            writer = next(int(words[1]) for words in lines if words[:1] == ["writer"])
+            assert not _gone(writer)
+        finally:
+            parent.kill()
+            parent.wait()
+    deadline = time.monotonic() + 10
+    while not _gone(writer):
+        assert time.monotonic() < deadline, "the writer process outlived its parent"
+        time.sleep(0.02)
+
+
+async def test_a_store_that_cannot_start_its_writer_process_does_not_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    store = SQLiteStore(tmp_path / "s.db")
+    with pytest.raises(StoreUnavailableError, match="cannot start the SQLite writer process"):
+        await store.open()

@@ -1,14 +1,16 @@
 """The embedded store: one SQLite file in WAL mode, written by a single group-committing writer.
 
 Every write is an operation queued to one writer task, which runs whatever has queued up in one
-transaction and one fsync (group commit), so many concurrent webhooks share a commit. Reads use
-a second connection and never wait for the writer.
+transaction and one fsync (group commit), so many concurrent webhooks share a commit. The
+transaction runs in a writer process (``receiver.store.writer``), off the event loop's core.
+Reads use a connection of their own and never wait for the writer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import pickle
 import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,16 +19,17 @@ import aiosqlite
 import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
-from receiver.models import IngestResult, State
-from receiver.store import queries, sql
+from receiver.store import queries, sql, sqlite_ops
 from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
 from receiver.store.schema import SQLITE_MIGRATIONS
+from receiver.store.writer import PRAGMAS
+from receiver.store.writer_client import WriterGoneError, WriterProcess, encode
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
     from pathlib import Path
 
-    from receiver.models import Event
+    from receiver.models import Event, IngestResult
     from receiver.store.views import (
         Backlog,
         DeliveryRow,
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
         JobListing,
         JobStats,
     )
+    from receiver.store.writer import Op
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -44,18 +48,9 @@ log = structlog.get_logger(__name__)
 class _Write:
     fn: Callable[[aiosqlite.Connection], Awaitable[Any]]
     future: asyncio.Future[Any]
-    sync: Callable[[sqlite3.Connection], Any] | None = None
-    """The same operation as a plain function: a batch made only of these runs its statements
-    on the loop's thread and sends only COMMIT to aiosqlite's (``_commit_sync``)."""
-
-
-class _BatchFailed(Exception):
-    """A batch run on the SQLite thread failed: at operation ``index``, or (None) BEGIN/COMMIT."""
-
-    def __init__(self, index: int | None, error: Exception) -> None:
-        super().__init__(str(error))
-        self.index = index
-        self.error = error
+    sync: Op | None = None
+    """The same operation as a plain function and its arguments: a batch made only of these
+    runs in the writer process (``_commit_sync``)."""
 
 
 class SQLiteStore(Store):
@@ -68,6 +63,7 @@ class SQLiteStore(Store):
         self._reader: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
+        self._process = WriterProcess(path)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -79,14 +75,14 @@ class SQLiteStore(Store):
             self._db = await aiosqlite.connect(
                 self.path, isolation_level=None, check_same_thread=False
             )
-            for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON",
-                           "busy_timeout=5000"):  # fmt: skip
+            for pragma in PRAGMAS:
                 await self._db.execute(f"PRAGMA {pragma}")
             await self._migrate(self._db)
+            await self._process.start()
             self._reader = await aiosqlite.connect(self.path, isolation_level=None)
             await self._reader.execute("PRAGMA busy_timeout=5000")
             await self._reader.execute("PRAGMA query_only=ON")
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, WriterGoneError) as exc:
             await self.close()
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
         self._writer = asyncio.create_task(self._run_writer(), name="sqlite-writer")
@@ -96,6 +92,7 @@ class SQLiteStore(Store):
             self._queue.put_nowait(None)
             await self._writer
             self._writer = None
+        await self._process.stop()
         for conn in (self._reader, self._db):
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error, ValueError):
@@ -113,18 +110,17 @@ class SQLiteStore(Store):
     async def _write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
         return await self._enqueue(fn, None)
 
-    async def _write_sync(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``_write`` for an operation that is a plain function of the sqlite3 connection."""
+    async def _write_sync(self, fn: Callable[..., T], *args: Any) -> T:
+        """``_write`` for ``fn(connection, *args)``: a module-level function (it travels to
+        the writer process by name) of picklable arguments (``receiver.store.sqlite_ops``)."""
 
         async def hop(db: aiosqlite.Connection) -> T:
-            return await _on_thread(db, fn)
+            return await _on_thread(db, fn, *args)
 
-        return await self._enqueue(hop, fn)
+        return await self._enqueue(hop, (fn, args))
 
     def _enqueue(
-        self,
-        fn: Callable[[aiosqlite.Connection], Awaitable[T]],
-        sync: Callable[[sqlite3.Connection], T] | None,
+        self, fn: Callable[[aiosqlite.Connection], Awaitable[T]], sync: Op | None
     ) -> asyncio.Future[T]:
         """Queue one operation for the writer; its future is set once its batch commits.
 
@@ -156,7 +152,7 @@ class SQLiteStore(Store):
         assert self._db is not None
         db = self._db
         if all(op.sync is not None for op in batch):
-            await self._commit_sync(db, batch)
+            await self._commit_sync(batch)
             return
         results: list[Any] = []
         current: _Write | None = None
@@ -182,35 +178,40 @@ class SQLiteStore(Store):
             if not op.future.done():
                 op.future.set_result(result)
 
-    async def _commit_sync(self, db: aiosqlite.Connection, batch: list[_Write]) -> None:
-        """``_commit`` for a batch of plain functions, with the same outcomes.
-
-        Their statements run here, on the event loop's thread, and only COMMIT (the fsync)
-        goes to the SQLite thread. Run there, every statement would release the GIL inside
-        SQLite and then wait for the loop's thread to hand it back: under load a 16-webhook
-        batch took 3.7 ms that way, for 0.6 ms of work (bench ingest). The statements are
-        short (one webhook, one claim of a bounded number of rows, one row updated); the long
-        operations (replay, purge) are coroutines and go the ``_commit`` way.
-        """
-        fns = [op.sync for op in batch if op.sync is not None]
+    async def _commit_sync(self, batch: list[_Write]) -> None:
+        """``_commit`` for a batch of plain operations, run by the writer process, with the
+        same outcomes: one bad operation fails alone; a failed BEGIN or COMMIT, or a writer
+        process that dies with the batch, fails them all (nothing was acknowledged, so the
+        webhooks are sent again), and the next batch starts a new process."""
         try:
-            results = _run_batch(db._conn, fns)
-            await _on_thread(db, _finish_batch)
-        except _BatchFailed as failed:
-            if failed.index is not None and len(batch) > 1:
-                # One bad operation must not fail its neighbours: fail it, commit the rest.
-                bad = batch[failed.index]
-                _fail([bad], failed.error)
-                await self._commit([op for op in batch if op is not bad])
-                return
-            _fail(batch, failed.error)
+            data = encode([op.sync for op in batch if op.sync is not None])
+        except Exception as exc:
+            # Nothing was sent: fail what does not pickle, commit the rest.
+            rest = _fail_unpicklable(batch, exc)
+            if rest:
+                await self._commit(rest)
             return
-        except Exception as exc:  # the connection is gone: nothing was stored
+        try:
+            if not self._process.alive:
+                log.warning("store_writer_starting", reason="the writer process is not running")
+                await self._process.start()
+            reply = await self._process.run(data)
+        except Exception as exc:  # it is gone, or could not start: nothing was acknowledged
             _fail(batch, exc)
             return
-        for op, result in zip(batch, results, strict=True):
-            if not op.future.done():
-                op.future.set_result(result)
+        if reply[0] == "ok":
+            for op, result in zip(batch, reply[1], strict=True):
+                if not op.future.done():
+                    op.future.set_result(result)
+            return
+        index, error = reply[1], reply[2]
+        if index is not None and len(batch) > 1:
+            # One bad operation must not fail its neighbours: fail it, commit the rest.
+            bad = batch[index]
+            _fail([bad], error)
+            await self._commit([op for op in batch if op is not bad])
+            return
+        _fail(batch, error)
 
     async def _read(self, query: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         if self._reader is None:
@@ -228,7 +229,7 @@ class SQLiteStore(Store):
     async def ingest(
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True
     ) -> IngestResult:
-        return await self._write_sync(lambda db: _ingest(db, event, handlers, resolve, sql.now()))
+        return await self._write_sync(sqlite_ops.ingest, event, handlers, resolve, sql.now())
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._read(sql.SELECT_JOB, (source, job_id))
@@ -237,64 +238,38 @@ class SQLiteStore(Store):
     async def claim_completions(
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[CompletionRow]:
-        def op(db: sqlite3.Connection) -> list[CompletionRow]:
-            rows = db.execute(
-                sql.CLAIM_COMPLETIONS, (owner, now + lease_seconds, now, now, limit)
-            ).fetchall()
-            return [sql.completion_row(r) for r in rows]
-
-        return await self._write_sync(op)
+        until = now + lease_seconds
+        return await self._write_sync(sqlite_ops.claim_completions, owner, limit, until, now)
 
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
     ) -> None:
         params = sql.resolution_params(completion_id, owner, resolution)
-        await self._write_sync(lambda db: db.execute(sql.RESOLVE_COMPLETION, params))
+        await self._write_sync(sqlite_ops.execute, sql.RESOLVE_COMPLETION, params)
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float
     ) -> None:
         params = (error, next_attempt_at, completion_id, owner)
-        await self._write_sync(lambda db: db.execute(sql.RETRY_COMPLETION, params))
+        await self._write_sync(sqlite_ops.execute, sql.RETRY_COMPLETION, params)
 
     async def claim_dispatches(
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[tuple[DispatchRow, CompletionRow]]:
-        def op(db: sqlite3.Connection) -> list[tuple[DispatchRow, CompletionRow]]:
-            rows = db.execute(
-                sql.CLAIM_DISPATCHES, (owner, now + lease_seconds, now, now, now, limit)
-            ).fetchall()
-            claimed = [sql.dispatch_row(r) for r in rows]
-            if not claimed:
-                return []
-            ids = sorted({d.completion_id for d in claimed})
-            marks = ",".join("?" * len(ids))
-            comps = db.execute(f"{sql.SELECT_COMPLETION} WHERE id IN ({marks})", ids).fetchall()
-            by_id = {c.id: c for c in map(sql.completion_row, comps)}
-            return [(d, by_id[d.completion_id]) for d in claimed]
-
-        return await self._write_sync(op)
+        until = now + lease_seconds
+        return await self._write_sync(sqlite_ops.claim_dispatches, owner, limit, until, now)
 
     async def finish_dispatch(
         self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
     ) -> None:
         params = sql.finish_params(dispatch_id, owner, error, next_attempt_at)
-        await self._write_sync(lambda db: db.execute(sql.FINISH_DISPATCH, params))
+        await self._write_sync(sqlite_ops.execute, sql.FINISH_DISPATCH, params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
-        def op(db: sqlite3.Connection) -> None:
-            db.execute(sql.RENEW_DISPATCHES, (lease_until, owner))
-            db.execute(sql.RENEW_COMPLETIONS, (lease_until, owner))
-
-        await self._write_sync(op)
+        await self._write_sync(sqlite_ops.renew, owner, lease_until)
 
     async def release(self, owner: str) -> int:
-        def op(db: sqlite3.Connection) -> int:
-            a = db.execute(sql.RELEASE_DISPATCHES, (owner,))
-            b = db.execute(sql.RELEASE_COMPLETIONS, (owner,))
-            return a.rowcount + b.rowcount
-
-        return await self._write_sync(op)
+        return await self._write_sync(sqlite_ops.release, owner)
 
     async def next_due(self) -> float | None:
         rows = await self._read(sql.NEXT_DUE)
@@ -327,15 +302,10 @@ class SQLiteStore(Store):
 
     async def schedule_poll(self, source: str, job_id: str, at: float, attempts: int) -> None:
         params = (at, attempts, source, job_id)
-        await self._write_sync(lambda db: db.execute(sql.SCHEDULE_POLL, params))
+        await self._write_sync(sqlite_ops.execute, sql.SCHEDULE_POLL, params)
 
     async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
-        params = (name, owner, now + ttl, now)
-
-        def op(db: sqlite3.Connection) -> bool:
-            return bool(db.execute(sql.ACQUIRE_LEASE, params).fetchall())
-
-        return await self._write_sync(op)
+        return await self._write_sync(sqlite_ops.acquire_lease, name, owner, now + ttl, now)
 
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
@@ -403,6 +373,19 @@ def _fail(ops: list[_Write], exc: Exception) -> None:
             op.future.set_exception(error)
 
 
+def _fail_unpicklable(batch: list[_Write], exc: Exception) -> list[_Write]:
+    """Fail each operation that does not pickle; the others, to be sent again."""
+    rest = []
+    for op in batch:
+        try:
+            pickle.dumps(op.sync, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            _fail([op], exc)
+        else:
+            rest.append(op)
+    return rest
+
+
 async def _one(db: aiosqlite.Connection, query: str, params: Sequence[Any] = ()) -> Any:
     rows = list(await db.execute_fetchall(query, params))
     return rows[0]
@@ -416,65 +399,3 @@ async def _on_thread(db: aiosqlite.Connection, fn: Callable[..., T], *args: Any)
     """
     result: T = await db._execute(fn, db._conn, *args)  # type: ignore[no-untyped-call]
     return result
-
-
-def _run_batch(db: sqlite3.Connection, fns: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
-    """BEGIN and every operation, on the loop's thread; _BatchFailed says what failed.
-
-    The transaction is left open for ``_finish_batch``; a failure rolls it back.
-    """
-    try:
-        db.execute("BEGIN IMMEDIATE")
-    except Exception as exc:
-        raise _BatchFailed(None, exc) from exc
-    results: list[Any] = []
-    try:
-        for fn in fns:
-            results.append(fn(db))
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            db.execute("ROLLBACK")
-        raise _BatchFailed(len(results), exc) from exc
-    return results
-
-
-def _finish_batch(db: sqlite3.Connection) -> None:
-    """On the SQLite thread: COMMIT what ``_run_batch`` began (rolled back when it fails)."""
-    try:
-        db.execute("COMMIT")
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            db.execute("ROLLBACK")
-        raise _BatchFailed(None, exc) from exc
-
-
-def _ingest(
-    db: sqlite3.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
-) -> IngestResult:
-    if (
-        event.message_id is not None
-        and not db.execute(sql.INSERT_DELIVERY_ROW, sql.delivery_params(event, now)).rowcount
-    ):
-        cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
-        (known,) = db.execute(
-            "SELECT state FROM jobs WHERE source = ? AND job_id = ?", (event.source, event.job_id)
-        ).fetchone()
-        return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
-    args = sql.job_args(event, now)
-    new_job = bool(db.execute(sql.INSERT_NEW_JOB, args).rowcount)
-    if new_job:
-        state: str = event.state.value  # a new job holds what its first news says
-    else:
-        ((state,),) = db.execute(sql.UPSERT_JOB, args).fetchall()
-    completed = False
-    if event.state.terminal and state == event.state:
-        if new_job:
-            extra = sql.completion_phase(event, resolve)
-            created = db.execute(sql.INSERT_NEW_COMPLETION, (*args[:7], *extra))
-        else:
-            created = db.execute(sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve))
-        if created.rowcount:
-            completed = True
-            completion_id = created.lastrowid
-            db.executemany(sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers])
-    return IngestResult("accepted", event.job_id, State(state), completed=completed)

@@ -1,0 +1,96 @@
+"""The SQLite store's write operations, as plain functions of a ``sqlite3`` connection.
+
+Each is ``op(conn, *args)``, defined at module level so that it travels to the writer process
+(``receiver.store.writer``) by name: this module and what it imports are all that process
+loads. Arguments and results are picklable; an operation that only changes rows returns None
+or a count, never a cursor.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.models import IngestResult, State
+from receiver.store import sql
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+    from receiver.models import Event
+    from receiver.store.base import CompletionRow, DispatchRow
+
+
+def ingest(
+    db: sqlite3.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
+) -> IngestResult:
+    """Record ``event``: a delivery (the dedupe key), its job, and a completion with its
+    dispatches when the event finishes the job."""
+    if (
+        event.message_id is not None
+        and not db.execute(sql.INSERT_DELIVERY_ROW, sql.delivery_params(event, now)).rowcount
+    ):
+        cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
+        (known,) = db.execute(
+            "SELECT state FROM jobs WHERE source = ? AND job_id = ?", (event.source, event.job_id)
+        ).fetchone()
+        return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
+    args = sql.job_args(event, now)
+    new_job = bool(db.execute(sql.INSERT_NEW_JOB, args).rowcount)
+    if new_job:
+        state: str = event.state.value  # a new job holds what its first news says
+    else:
+        ((state,),) = db.execute(sql.UPSERT_JOB, args).fetchall()
+    completed = False
+    if event.state.terminal and state == event.state:
+        if new_job:
+            extra = sql.completion_phase(event, resolve)
+            created = db.execute(sql.INSERT_NEW_COMPLETION, (*args[:7], *extra))
+        else:
+            created = db.execute(sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve))
+        if created.rowcount:
+            completed = True
+            completion_id = created.lastrowid
+            db.executemany(sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers])
+    return IngestResult("accepted", event.job_id, State(state), completed=completed)
+
+
+def execute(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> None:
+    """One statement whose rows, if any, nobody reads."""
+    db.execute(query, params)
+
+
+def claim_completions(
+    db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
+) -> list[CompletionRow]:
+    rows = db.execute(sql.CLAIM_COMPLETIONS, (owner, until, now, now, limit)).fetchall()
+    return [sql.completion_row(r) for r in rows]
+
+
+def claim_dispatches(
+    db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
+) -> list[tuple[DispatchRow, CompletionRow]]:
+    rows = db.execute(sql.CLAIM_DISPATCHES, (owner, until, now, now, now, limit)).fetchall()
+    claimed = [sql.dispatch_row(r) for r in rows]
+    if not claimed:
+        return []
+    ids = sorted({d.completion_id for d in claimed})
+    marks = ",".join("?" * len(ids))
+    comps = db.execute(f"{sql.SELECT_COMPLETION} WHERE id IN ({marks})", ids).fetchall()
+    by_id = {c.id: c for c in map(sql.completion_row, comps)}
+    return [(d, by_id[d.completion_id]) for d in claimed]
+
+
+def renew(db: sqlite3.Connection, owner: str, lease_until: float) -> None:
+    db.execute(sql.RENEW_DISPATCHES, (lease_until, owner))
+    db.execute(sql.RENEW_COMPLETIONS, (lease_until, owner))
+
+
+def release(db: sqlite3.Connection, owner: str) -> int:
+    a = db.execute(sql.RELEASE_DISPATCHES, (owner,))
+    b = db.execute(sql.RELEASE_COMPLETIONS, (owner,))
+    return a.rowcount + b.rowcount
+
+
+def acquire_lease(db: sqlite3.Connection, name: str, owner: str, until: float, now: float) -> bool:
+    return bool(db.execute(sql.ACQUIRE_LEASE, (name, owner, until, now)).fetchall())
