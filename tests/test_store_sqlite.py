@@ -4,7 +4,9 @@ writer process (started again when it dies, gone when its parent is)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+import pickle
 import signal
 import sqlite3
 import subprocess
@@ -16,7 +18,7 @@ import psutil  # type: ignore[import-untyped]
 import pytest
 
 from receiver.errors import StoreUnavailableError
-from receiver.models import Event, State
+from receiver.models import Event, IngestResult, Progress, ResultRef, State
 from receiver.store.sqlite import SQLiteStore
 
 if TYPE_CHECKING:
@@ -173,3 +175,25 @@ async def test_a_store_that_cannot_start_its_writer_process_does_not_open(
     store = SQLiteStore(tmp_path / "s.db")
     with pytest.raises(StoreUnavailableError, match="cannot start the SQLite writer process"):
         await store.open()
+
+
+def test_events_and_results_travel_to_the_writer_process_whole() -> None:
+    """Event and IngestResult pickle field by field (``__reduce__``): every field comes back."""
+    event = Event(
+        source="knowhere", job_id="j-1", state=State.PARTIAL, provider_status="done",
+        via="poll", message_id="m-1", metadata={"a": [1, {"b": None}]}, error="some pages",
+        progress=Progress(3, 4), expected_pages=4,
+        result=ResultRef(url="https://x.example/r", sha256="ab" * 32), poll_at=12.5,
+    )  # fmt: skip
+    result = IngestResult("duplicate", "j-1", State.EXPIRED, completed=True, requeued=2)
+    for value in (event, result):
+        # Every field differs from its default, so one that does not travel fails here
+        # (and a field added to the class without a value here fails too).
+        defaults = [f.default for f in dataclasses.fields(value)]
+        assert all(
+            getattr(value, f.name) != d
+            for f, d in zip(dataclasses.fields(value), defaults, strict=True)
+        )
+        back = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == value
+        assert type(back.state) is State
