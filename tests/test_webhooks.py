@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from receiver.app import create_app
+from receiver.errors import RejectedError
+from receiver.webhooks import BodyDeadlines, read_body
 from tests.support import OLD_SECRET, SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
@@ -356,3 +359,60 @@ async def test_a_lone_surrogate_escape_is_refused_and_a_pair_accepted(
     assert accepted.status_code == 200
     assert accepted.json()["job_id"] == "job-\U0001f600"
     assert _count(settings, "deliveries") == 1
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_cut_off_with_408(
+    settings: Settings,
+) -> None:
+    """Headers and part of the body, then nothing: 408 once body_timeout_seconds (here 0.4 s)
+    and at most a quarter of it more have passed, and nothing is stored."""
+    slow = settings.model_copy(
+        update={"server": settings.server.model_copy(update={"body_timeout_seconds": 0.4})}
+    )
+    body = reducto_body("job-slow")
+    async with live_server(create_app(slow)) as url:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        head = "".join(f"{k}: {v}\r\n" for k, v in signed_headers(body).items())
+        started = time.monotonic()
+        writer.write(
+            f"POST /webhooks/reducto HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
+            f"{head}\r\n".encode()
+            + body[:10]
+        )
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(4096), 5)
+        elapsed = time.monotonic() - started
+        writer.close()
+        await writer.wait_closed()
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:60]
+    assert b"body_timeout" in answer
+    assert 0.4 <= elapsed < 0.4 + 0.1 + 0.25, elapsed
+    assert _count(slow, "deliveries") == 0
+
+
+async def test_body_deadlines_cut_off_only_the_late_and_leave_other_cancels_alone() -> None:
+    deadlines = BodyDeadlines(0.2)
+    never = asyncio.Event()
+
+    async def trickle() -> dict[str, object]:
+        await never.wait()
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def prompt() -> dict[str, object]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    late = asyncio.create_task(read_body(trickle, {}, 100, deadlines))
+    on_time = asyncio.create_task(read_body(prompt, {}, 100, deadlines))
+    cancelled = asyncio.create_task(read_body(trickle, {}, 100, deadlines))
+    await asyncio.sleep(0.05)
+    cancelled.cancel()  # a client that went away: cancelled, not 408
+    with pytest.raises(RejectedError) as refused:
+        await late
+    assert refused.value.status_code == 408
+    assert await on_time == b"{}"
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert not deadlines.expired
+    await asyncio.sleep(deadlines.tick * 2)
+    assert deadlines._timer is None  # nothing left to watch: the timer stops ticking
