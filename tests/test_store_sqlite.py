@@ -197,3 +197,26 @@ def test_events_and_results_travel_to_the_writer_process_whole() -> None:
         back = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         assert back == value
         assert type(back.state) is State
+
+
+async def test_a_batch_mixing_plain_operations_with_a_replay_commits_on_the_service_side(
+    tmp_path: Path,
+) -> None:
+    """Replay, purge and forget run on the service's own connection: a batch that holds one
+    runs there whole, in one transaction, with the same outcomes."""
+    store = SQLiteStore(tmp_path / "s.db")
+    await store.open()
+    try:
+        first = await store.ingest(_event("first"), ["files"])
+        assert first.completed
+        ingests = [store.ingest(_event(f"mixed-{n}"), ["files"]) for n in range(5)]
+        replayed, ingested = await asyncio.gather(
+            store.replay(source="reducto", include_succeeded=True),
+            asyncio.gather(*ingests, store.ingest(_event("first"), ["files"])),
+        )
+        assert replayed == 0  # its dispatch is pending, not done: nothing to replay
+        assert [r.status for r in ingested] == ["accepted"] * 5 + ["duplicate"]
+        for n in range(5):
+            assert await store.completion_for("reducto", f"mixed-{n}") is not None
+    finally:
+        await store.close()
