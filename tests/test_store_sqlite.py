@@ -87,7 +87,7 @@ def _gone(pid: int) -> bool:
 async def test_writes_run_in_a_writer_process_that_is_started_again_when_killed(
     tmp_path: Path,
 ) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db", offload_at=1)
     await store.open()
     try:
         first = store._process.pid
@@ -109,7 +109,7 @@ async def test_writes_run_in_a_writer_process_that_is_started_again_when_killed(
 async def test_a_writer_process_dying_mid_batch_fails_the_batch_and_the_next_one_commits(
     tmp_path: Path,
 ) -> None:
-    store = SQLiteStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db", offload_at=1)
     await store.open()
     try:
         await store.ingest(_event("before"), [])
@@ -125,7 +125,7 @@ async def test_the_writer_process_ignores_interrupts_and_stops_with_the_store(
     tmp_path: Path,
 ) -> None:
     """Ctrl-C reaches the whole process group; the service still writes while it stops."""
-    store = SQLiteStore(tmp_path / "s.db")
+    store = SQLiteStore(tmp_path / "s.db", offload_at=1)
     await store.open()
     pid = store._process.pid
     assert pid is not None
@@ -146,7 +146,7 @@ def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
         "from pathlib import Path\n"
         "from receiver.store.sqlite import SQLiteStore\n"
         "async def main():\n"
-        f"    store = SQLiteStore(Path({str(tmp_path / 's.db')!r}))\n"
+        f"    store = SQLiteStore(Path({str(tmp_path / 's.db')!r}), offload_at=1)\n"
         "    await store.open()\n"
         "    print('writer', store._process.pid, flush=True)\n"
         "    await asyncio.sleep(60)\n"
@@ -218,5 +218,30 @@ async def test_a_batch_mixing_plain_operations_with_a_replay_commits_on_the_serv
         assert [r.status for r in ingested] == ["accepted"] * 5 + ["duplicate"]
         for n in range(5):
             assert await store.completion_for("reducto", f"mixed-{n}") is not None
+    finally:
+        await store.close()
+
+
+async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
+    await store.open()
+    sent: list[bytes] = []
+    run = store._process.run
+
+    async def counted(data: bytes) -> object:
+        sent.append(data)
+        return await run(data)
+
+    monkeypatch.setattr(store._process, "run", counted)
+    try:
+        assert (await store.ingest(_event("alone"), [])).status == "accepted"
+        assert sent == []
+        results = await asyncio.gather(*(store.ingest(_event(f"many-{n}"), []) for n in range(8)))
+        assert [r.status for r in results] == ["accepted"] * 8
+        assert len(sent) == 1  # the eight queued together: one batch, one trip
+        for job_id in ("alone", *(f"many-{n}" for n in range(8))):
+            assert await store.get_job("reducto", job_id) is not None
     finally:
         await store.close()
