@@ -20,7 +20,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from receiver.fetch import start_writeback
+from receiver.download import start_writeback
 
 BUFFER = 1024 * 1024
 WRITEBACK = 4 * BUFFER

@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from bench import blobhost, procs, report
-from receiver.fetch import start_writeback
+from receiver.download import start_writeback
 
 if TYPE_CHECKING:
     import argparse

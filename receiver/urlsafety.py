@@ -1,9 +1,9 @@
 """Which result URLs may be fetched: allowed hosts and schemes, and public addresses only.
 
-``URLPolicy.check`` refuses a URL with a clear error before anything is sent. ``GuardedBackend``
-repeats the host and address checks inside httpcore's ``connect_tcp`` and then connects to the
-very address it checked, so a name that resolves to a public address for the check and to a
-private one a moment later (DNS rebinding) is refused too. No socket is opened to a refused address.
+``URLPolicy.check`` refuses a URL with a clear error before anything is sent. ``URLPolicy.connect``
+makes the checks again and connects to the very address it checked, so a name that resolves to
+a public address for one check and to a private one a moment later (DNS rebinding) is refused
+too, and no socket is opened to a refused address.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
+import os
 import re
 import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-import anyio
-import httpcore
 import httpx
 
 from receiver.errors import ConfigError, FetchError, UnsafeURLError
@@ -210,6 +209,45 @@ class URLPolicy:
         await self.resolve(host, parsed.port or (443 if parsed.scheme == "https" else 80))
         return parsed
 
+    async def connect(self, url: str | httpx.URL, seconds: float) -> socket.socket:
+        """A socket connected to an address of ``url``'s host, every address checked first and
+        the peer again once connected, so no socket is opened to a refused address; the caller
+        then talks to that very address (no second lookup for DNS rebinding to answer).
+
+        UnsafeURLError when refused; FetchError (retryable) when none answers within ``seconds``.
+        """
+        parsed, host = self._check_url(url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            async with asyncio.timeout(seconds):
+                addresses = await self.resolve(host, port)
+                return await self._connect_first(host, addresses, port)
+        except TimeoutError:
+            raise FetchError(f"connecting to {host}:{port} timed out") from None
+
+    async def _connect_first(self, host: str, addresses: list[str], port: int) -> socket.socket:
+        """Try the checked addresses in order; the overall deadline is the caller's."""
+        loop = asyncio.get_running_loop()
+        failure: OSError | None = None
+        for address in addresses:
+            sock = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
+            try:
+                sock.setblocking(False)
+                await loop.sock_connect(sock, (address, port))
+                self.check_address(str(sock.getpeername()[0]), host)
+            except OSError as exc:
+                sock.close()
+                failure = exc
+                continue
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+        assert failure is not None, "resolve() returns at least one address"
+        # The errno's own words: asyncio and uvloop word the same refusal differently.
+        reason = os.strerror(failure.errno) if failure.errno else str(failure)
+        raise FetchError(f"cannot connect to {host}:{port}: {reason}")
+
 
 def _ip(value: str) -> IPAddress | None:
     try:
@@ -218,146 +256,12 @@ def _ip(value: str) -> IPAddress | None:
         return None
 
 
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """An httpcore backend that connects only to addresses the policy allows, as checked."""
-
-    def __init__(
-        self, policy: URLPolicy, inner: httpcore.AsyncNetworkBackend | None = None
-    ) -> None:
-        self._policy = policy
-        self._inner = inner if inner is not None else httpcore.AnyIOBackend()
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        name = self._policy.check_host(host)
-        try:
-            with anyio.fail_after(timeout):
-                addresses = await self._policy.resolve(name, port)
-                return await self._connect_first(
-                    name, addresses, port, local_address, socket_options
-                )
-        except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"connecting to {name}:{port} timed out") from exc
-        except UnsafeURLError:
-            raise
-        except FetchError as exc:
-            raise httpcore.ConnectError(str(exc)) from exc
-
-    async def _connect_first(
-        self,
-        name: str,
-        addresses: list[str],
-        port: int,
-        local_address: str | None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None,
-    ) -> httpcore.AsyncNetworkStream:
-        """Try the checked addresses in order; the overall deadline is the caller's."""
-        failure: httpcore.ConnectError | None = None
-        for address in addresses:
-            try:
-                stream = await self._inner.connect_tcp(
-                    address, port, local_address=local_address, socket_options=socket_options
-                )
-            except httpcore.ConnectError as exc:
-                failure = exc
-                continue
-            peer = stream.get_extra_info("server_addr")
-            try:
-                if not isinstance(peer, tuple) or not peer:
-                    raise UnsafeURLError(f"cannot confirm the address connected to for {name!r}")
-                self._policy.check_address(str(peer[0]), name)
-            except UnsafeURLError:
-                await stream.aclose()
-                raise
-            return BulkReadStream(stream)
-        assert failure is not None
-        raise failure
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise UnsafeURLError("results are never fetched over a unix socket")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class BulkReadStream(httpcore.AsyncNetworkStream):
-    """Reads up to ``READ_BYTES`` at a time where httpcore asks for 64 KiB.
-
-    httpcore's HTTP/1.1 connection reads 64 KiB per call, and each call costs a cancel scope,
-    an h11 event and a trip through the response stream: a large result at loopback or LAN
-    speed spent more time there than in the socket (``bench large``: 1 GiB in 16,385 reads).
-    The kernel hands over what it has, so a slow link still gets small reads, promptly.
-    """
-
-    READ_BYTES = 256 * 1024
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-
-    async def read(
-        self,
-        max_bytes: int,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-    ) -> bytes:
-        return await self._inner.read(max(max_bytes, self.READ_BYTES), timeout)
-
-    async def write(
-        self,
-        buffer: bytes,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-    ) -> None:
-        await self._inner.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,  # noqa: ASYNC109 (httpcore's interface)
-    ) -> httpcore.AsyncNetworkStream:
-        return BulkReadStream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The process's one client TLS context (certifi's CAs, as httpx's default).
 
     Each httpx client otherwise builds its own, parsing the CA bundle again (~30 ms each here);
-    jobhook's start built three or four. A context is safe to share between clients.
+    jobhook's start built three or four. A context is safe to share between clients; result
+    downloads (``receiver.download``) use it too.
     """
     return httpx.create_ssl_context()
-
-
-def guarded_transport(
-    policy: URLPolicy, limits: httpx.Limits | None = None
-) -> httpx.AsyncHTTPTransport:
-    """An httpx transport whose every connection goes through ``GuardedBackend(policy)``."""
-    limits = limits or httpx.Limits(max_connections=20, max_keepalive_connections=10)
-    transport = httpx.AsyncHTTPTransport(verify=tls_context(), trust_env=False, limits=limits)
-    # httpx 0.28 cannot pass a network backend to its transport (encode/httpx#3749), so the
-    # pool it built is swapped for an identical one with ours; tests/test_urlsafety.py proves
-    # the swap still takes effect (the rebinding test fails if connections bypass it).
-    transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=tls_context(),
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        network_backend=GuardedBackend(policy),
-    )
-    return transport

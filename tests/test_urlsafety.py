@@ -1,4 +1,4 @@
-"""URLPolicy (hosts, schemes, addresses) and GuardedBackend (the same checks at connect time)."""
+"""URLPolicy (hosts, schemes, addresses) and URLPolicy.connect (the same checks at connect time)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from receiver.config import ResultsSettings
 from receiver.errors import ConfigError, FetchError, UnsafeURLError
-from receiver.urlsafety import URLPolicy, address_problem, describe_url, guarded_transport
-from tests.support import live_server
+from receiver.fetch import ResultFetcher
+from receiver.urlsafety import URLPolicy, address_problem, describe_url
+from tests.support import free_port, live_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
 
     from starlette.requests import Request
 
@@ -231,51 +234,61 @@ async def test_a_name_rebound_to_loopback_after_the_check_is_refused_at_connect(
         )
         url = f"http://rebind.test:{port}/r"
         await policy.check(url)
-        async with httpx.AsyncClient(transport=guarded_transport(policy), trust_env=False) as c:
-            with pytest.raises(UnsafeURLError, match=r"'rebind\.test' resolves to 127\.0\.0\.1"):
-                await c.get(url)
+        with pytest.raises(UnsafeURLError, match=r"'rebind\.test' resolves to 127\.0\.0\.1"):
+            await policy.connect(url, 5.0)
         await asyncio.sleep(0.1)
     assert accepted == []
 
 
-async def test_connections_go_to_the_address_the_policy_checked() -> None:
+async def test_a_fetch_talks_to_the_checked_address_with_the_url_s_host_name(
+    tmp_path: Path,
+) -> None:
     async with live_server(HELLO) as base:
         port = httpx.URL(base).port
         resolver = fixed(["127.0.0.1"])
         policy = URLPolicy(
             ["blob.test"], allow_http=True, allow_private_networks=True, resolver=resolver
         )
-        async with httpx.AsyncClient(transport=guarded_transport(policy), trust_env=False) as c:
-            response = await c.get(f"http://blob.test:{port}/hello")
-    assert response.text == f"hello blob.test:{port}"
+        settings = ResultsSettings(dir=tmp_path, allowed_hosts=("blob.test",), allow_http=True)
+        async with ResultFetcher(settings, policy=policy) as fetcher:
+            await fetcher.fetch(f"http://blob.test:{port}/hello", tmp_path / "r")
+    assert (tmp_path / "r").read_text() == f"hello blob.test:{port}"
     assert resolver.lookups == ["blob.test"]  # type: ignore[attr-defined]
 
 
 async def test_the_next_checked_address_is_tried_when_one_refuses_the_connection() -> None:
-    async with live_server(HELLO) as base:
-        port = httpx.URL(base).port
+    async with tcp_listener() as (port, accepted):
         policy = URLPolicy(
             ["blob.test"],
             allow_http=True,
             allow_private_networks=True,
-            resolver=fixed(["127.0.0.2", "127.0.0.1"]),
+            resolver=fixed(["127.0.0.2", "127.0.0.1"]),  # nothing listens on 127.0.0.2
         )
-        async with httpx.AsyncClient(transport=guarded_transport(policy), trust_env=False) as c:
-            response = await c.get(f"http://blob.test:{port}/hello")
-    assert response.status_code == 200
+        sock = await policy.connect(f"http://blob.test:{port}/r", 5.0)
+        with sock:
+            assert sock.getpeername() == ("127.0.0.1", port)
+        await asyncio.sleep(0.1)
+    assert len(accepted) == 1
+
+
+async def test_when_no_checked_address_answers_the_error_is_retryable_and_names_why() -> None:
+    port = free_port()
+    policy = URLPolicy(["127.0.0.1"], allow_http=True, allow_private_networks=True)
+    with pytest.raises(FetchError, match=rf"cannot connect to 127\.0\.0\.1:{port}: ") as info:
+        await policy.connect(f"http://127.0.0.1:{port}/r", 5.0)
+    assert not info.value.permanent
 
 
 @pytest.mark.parametrize(
     ("allowed", "match"),
     [(["files.example.com"], "not in results.allowed_hosts"), (["127.0.0.1"], "loopback")],
 )
-async def test_the_transport_refuses_without_the_pre_check_and_opens_no_socket(
+async def test_connect_refuses_without_the_pre_check_and_opens_no_socket(
     allowed: list[str], match: str
 ) -> None:
     policy = URLPolicy(allowed, allow_http=True)
     async with tcp_listener() as (port, accepted):
-        async with httpx.AsyncClient(transport=guarded_transport(policy), trust_env=False) as c:
-            with pytest.raises(UnsafeURLError, match=match):
-                await c.get(f"http://127.0.0.1:{port}/r")
+        with pytest.raises(UnsafeURLError, match=match):
+            await policy.connect(f"http://127.0.0.1:{port}/r", 5.0)
         await asyncio.sleep(0.1)
     assert accepted == []
