@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import structlog
 
+from receiver import jsontext
 from receiver.backoff import retry_after
 from receiver.errors import ProviderError
 
@@ -98,6 +99,6 @@ class JobAPI:
 
 def _json(response: httpx.Response) -> Any:
     try:
-        return response.json()
+        return jsontext.loads(response.content)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None

@@ -15,6 +15,7 @@ import math
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from receiver import jsontext
 from receiver.errors import RejectedError
 from receiver.models import State
 from receiver.store.views import JobFilter
@@ -126,7 +127,7 @@ def encode_cursor(key: JobKey) -> str:
 def decode_cursor(text: str) -> JobKey:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        created_at, source, job_id = json.loads(raw)
+        created_at, source, job_id = jsontext.loads(raw)
     except (binascii.Error, ValueError, TypeError):
         raise QueryError("invalid_query", "cursor is not one this service gave out") from None
     if (

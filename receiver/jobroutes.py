@@ -10,7 +10,7 @@ import structlog
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from starlette.responses import JSONResponse
 
-from receiver import jobquery, jobviews
+from receiver import jobquery, jobviews, jsontext
 from receiver.errors import RejectedError, UnknownSourceError
 from receiver.models import Event, State
 
@@ -89,7 +89,7 @@ async def read_model(request: Request, model: type[M], *, optional: bool) -> M:
     if optional and not body.strip():
         return model()
     try:
-        return model.model_validate(json.loads(body))
+        return model.model_validate(jsontext.loads(body))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise RejectedError("invalid_json", "the body is not valid JSON") from None
     except ValidationError as exc:

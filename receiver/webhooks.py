@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 
+from receiver import jsontext
 from receiver.errors import (
     BodyTooLargeError,
     JobhookError,
@@ -112,7 +113,9 @@ def parse_json(body: bytes) -> Any:
     again. Only a body with a surrogate escape (``\\ud...``) is checked, so others pay nothing.
     """
     try:
-        payload = json.loads(body)
+        payload = jsontext.loads(body)
+    except jsontext.TooDeepError:
+        raise VerificationError("invalid_json", "the body's JSON is nested too deeply") from None
     except ValueError:  # JSONDecodeError, or bytes that are not UTF-8
         raise VerificationError("invalid_json", "the body is not valid JSON") from None
     if b"\\ud" in body or b"\\uD" in body:

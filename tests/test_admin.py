@@ -200,6 +200,17 @@ async def test_track_refuses_a_body_that_is_not_json(client: httpx.AsyncClient) 
     assert (response.status_code, response.json()["error"]) == (400, "invalid_json")
 
 
+async def test_track_refuses_json_nested_deeper_than_the_parser_goes(
+    client: httpx.AsyncClient,
+) -> None:
+    """20 KB of brackets: json.loads' RecursionError was a 500."""
+    deep = b'{"source": "reducto", "job_id": "j", "metadata": {"k": %s}}' % (
+        b"[" * 10_000 + b"]" * 10_000
+    )
+    response = await client.post("/jobs", content=deep)
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_json")
+
+
 async def test_stats_report_states_sources_rate_and_times(client: httpx.AsyncClient) -> None:
     await deliver(client, "a")
     await deliver(client, "b", status="Failed")

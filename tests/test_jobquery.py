@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from receiver.jobquery import (
@@ -27,7 +29,8 @@ def test_times_are_iso_8601_in_utc_or_unix_seconds() -> None:
 def test_cursor_round_trips_and_refuses_forgeries() -> None:
     key = (1_800_000_000.123456, "reducto", "job/1 é")
     assert decode_cursor(encode_cursor(key)) == key
-    for forged in ("", "!!", encode_cursor(("x", "y", "z")), "WzEsMl0"):  # [1,2]: too short
+    deep = base64.urlsafe_b64encode(b"[" * 10_000 + b"]" * 10_000).decode()  # RecursionError
+    for forged in ("", "!!", encode_cursor(("x", "y", "z")), "WzEsMl0", deep):  # [1,2]: short
         with pytest.raises(QueryError):
             decode_cursor(forged)
 

@@ -266,3 +266,26 @@ async def _track_ingestor(ingestor: Any, source: str, job_id: str) -> None:
         Event(source=source, job_id=job_id, state=State.QUEUED, provider_status="tracked",
               via="track")
     )  # fmt: skip
+
+
+async def test_a_job_api_answer_nested_too_deeply_is_a_provider_error() -> None:
+    """json.loads' RecursionError escaped JobAPI's handling of bad JSON as an unexpected error."""
+    from starlette.applications import Starlette
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from receiver.errors import ProviderError
+    from receiver.jobapi import JobAPI
+    from receiver.providers import get_provider
+    from receiver.ratelimit import RateLimiter
+    from receiver.secret import Secret
+
+    async def deep(request: object) -> Response:
+        return Response(b"[" * 10_000 + b"]" * 10_000, media_type="application/json")
+
+    app = Starlette(routes=[Route("/job/{job_id}", deep)])
+    async with live_server(app) as url, httpx.AsyncClient() as client:
+        api = JobAPI(source="reducto", provider=get_provider("reducto"), base_url=url,
+                     api_key=Secret(API_KEY), client=client, limiter=RateLimiter(600))  # fmt: skip
+        with pytest.raises(ProviderError, match="invalid JSON"):
+            await api.get_job("job-1")

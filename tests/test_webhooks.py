@@ -361,6 +361,22 @@ async def test_a_lone_surrogate_escape_is_refused_and_a_pair_accepted(
     assert _count(settings, "deliveries") == 1
 
 
+async def test_json_nested_deeper_than_the_parser_goes_is_refused_with_400(
+    client: httpx.AsyncClient, settings: Settings
+) -> None:
+    """json.loads gives up on deep nesting with a RecursionError, not a ValueError: a signed
+    body nested 100,000 deep (200 KB, under the body cap) was a 5xx, sent again and again."""
+    deep = '{"status": "Completed", "job_id": "job-deep", "metadata": {"k": %s}}' % (
+        "[" * 100_000 + "]" * 100_000
+    )
+    refused = await client.post(
+        "/webhooks/reducto", content=deep, headers=signed_headers(deep, msg_id="msg_deep")
+    )
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid_json")
+    assert "nested" in refused.json()["detail"]
+    assert _count(settings, "deliveries") == 0
+
+
 async def test_a_body_that_does_not_arrive_in_time_is_cut_off_with_408(
     settings: Settings,
 ) -> None:
