@@ -9,12 +9,16 @@ scrape time, and so are the backlog gauges, from the store.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import time
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 from starlette.responses import Response
 
 from receiver.errors import JobhookError
@@ -41,25 +45,8 @@ class Metrics:
         self._sources = frozenset(sources)
         self.runtime: Runtime | None = None
         r = self.registry = CollectorRegistry()
-        self.webhooks = Counter(
-            "jobhook_webhooks",
-            "Webhook requests by source and outcome: accepted, duplicate, rejected, failed.",
-            ["source", "outcome"],
-            registry=r,
-        )
-        self.rejections = Counter(
-            "jobhook_webhook_rejections",
-            "Webhooks refused with a 4xx, by source and reason (bad_signature, ...).",
-            ["source", "reason"],
-            registry=r,
-        )
-        self.webhook_seconds = Histogram(
-            "jobhook_webhook_seconds",
-            "Time to read, verify and durably store a webhook, by outcome.",
-            ["outcome"],
-            buckets=_FAST,
-            registry=r,
-        )
+        self.answers = WebhookAnswers()
+        r.register(self.answers)
         self.deliveries = Counter(
             "jobhook_handler_deliveries",
             "Handler attempts by handler and outcome: succeeded, retry, dead.",
@@ -101,9 +88,6 @@ class Metrics:
             registry=r,
         )
         r.register(_RuntimeCollector(self))
-        self._answered: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
-        """(counter, histogram) children per (source label, outcome): ``labels()`` looks them
-        up under a lock on every call, and ``webhook`` runs for every request."""
 
     def source_label(self, source: str) -> str:
         """Unknown sources share one label: the URL must not mint new time series."""
@@ -112,15 +96,16 @@ class Metrics:
     def webhook(self, source: str, outcome: str, seconds: float, reason: str | None = None) -> None:
         """One webhook request answered; ``reason`` for a rejection."""
         label = self.source_label(source)
+        answers = self.answers
         if reason:
             outcome = "rejected"
-            self.rejections.labels(label, reason).inc()
-        children = self._answered.get((label, outcome))
-        if children is None:
-            children = (self.webhooks.labels(label, outcome), self.webhook_seconds.labels(outcome))
-            self._answered[label, outcome] = children
-        children[0].inc()
-        children[1].observe(seconds)
+            _count(answers.rejected, (label, reason))
+        _count(answers.answered, (label, outcome))
+        timing = answers.seconds.get(outcome)
+        if timing is None:
+            timing = answers.seconds[outcome] = [0] * (len(_FAST) + 1) + [0.0, time.time()]
+        timing[bisect.bisect_left(_FAST, seconds)] += 1  # the first bucket whose bound >= it
+        timing[-2] += seconds
 
     def delivered(self, handler: str, outcome: str, seconds: float) -> None:
         """The Dispatcher's ``on_delivered``: "started" carries the delay since completion."""
@@ -145,6 +130,60 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class WebhookAnswers:
+    """The webhook counters (``jobhook_webhooks``, ``jobhook_webhook_rejections``,
+    ``jobhook_webhook_seconds``), counted in plain dicts and rendered at scrape time.
+
+    prometheus_client's children take a lock for every ``inc`` and ``observe``, and these run
+    for every request: 1.2 us a webhook against 0.3 (timeit). No lock is needed: requests are
+    answered and scrapes rendered on the event loop's thread alone. The exposition is the one
+    prometheus_client's own Counter and Histogram write, ``_created`` samples included.
+    """
+
+    def __init__(self) -> None:
+        self.answered: dict[tuple[str, str], list[float]] = {}
+        """(source, outcome) -> [count, created]"""
+        self.rejected: dict[tuple[str, str], list[float]] = {}
+        """(source, reason) -> [count, created]"""
+        self.seconds: dict[str, list[float]] = {}
+        """outcome -> [count in each bucket of _FAST, count above them, sum, created]"""
+
+    def collect(self) -> Iterator[Metric]:
+        answered = CounterMetricFamily(
+            "jobhook_webhooks",
+            "Webhook requests by source and outcome: accepted, duplicate, rejected, failed.",
+            labels=["source", "outcome"],
+        )
+        for labels, (count, created) in self.answered.items():
+            answered.add_metric(labels, count, created=created)
+        rejected = CounterMetricFamily(
+            "jobhook_webhook_rejections",
+            "Webhooks refused with a 4xx, by source and reason (bad_signature, ...).",
+            labels=["source", "reason"],
+        )
+        for labels, (count, created) in self.rejected.items():
+            rejected.add_metric(labels, count, created=created)
+        timed = HistogramMetricFamily(
+            "jobhook_webhook_seconds",
+            "Time to read, verify and durably store a webhook, by outcome.",
+            labels=["outcome"],
+        )
+        bounds = [*map(floatToGoString, _FAST), "+Inf"]
+        for outcome, timing in self.seconds.items():
+            cumulative = list(itertools.accumulate(timing[: len(bounds)]))
+            timed.add_metric([outcome], list(zip(bounds, cumulative, strict=True)), timing[-2])
+            timed.samples.append(Sample(timed.name + "_created", {"outcome": outcome}, timing[-1]))
+        yield from (answered, rejected, timed)
+
+
+def _count(counts: dict[tuple[str, str], list[float]], key: tuple[str, str]) -> None:
+    entry = counts.get(key)
+    if entry is None:
+        counts[key] = [1, time.time()]
+    else:
+        entry[0] += 1
 
 
 class _RuntimeCollector:

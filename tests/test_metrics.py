@@ -131,3 +131,60 @@ async def test_job_api_calls_and_fetched_bytes_are_counted(tmp_path: Path) -> No
     assert value(samples, "jobhook_result_bytes_fetched_total") == result.stat().st_size
     assert ("jobhook_rate_limit_wait_seconds_total", (("source", "reducto"),)) in samples
     assert ("jobhook_rate_limit_waits_total", (("source", "reducto"),)) in samples
+
+
+def test_webhook_answers_are_exposed_as_prometheus_client_s_own_metrics_would_be() -> None:
+    """WebhookAnswers counts without prometheus_client's locks; a scrape must read exactly as
+    that of its Counter and Histogram fed the same answers (but for the creation times)."""
+    import re
+
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    from receiver.metrics import _FAST, Metrics
+
+    answers = [
+        ("reducto", "accepted", 0.0004, None),
+        ("reducto", "accepted", 0.001, None),
+        ("reducto", "duplicate", 0.007, None),
+        ("reducto", "rejected", 0.02, "bad_signature"),
+        ("nope", "rejected", 12.0, "unknown_source"),
+        ("reducto", "failed", 0.3, None),
+    ]
+    ours = Metrics(["reducto"])
+    for source, outcome, seconds, reason in answers:
+        ours.webhook(source, outcome, seconds, reason)
+    theirs = CollectorRegistry()
+    webhooks = Counter(
+        "jobhook_webhooks",
+        "Webhook requests by source and outcome: accepted, duplicate, rejected, failed.",
+        ["source", "outcome"],
+        registry=theirs,
+    )
+    rejections = Counter(
+        "jobhook_webhook_rejections",
+        "Webhooks refused with a 4xx, by source and reason (bad_signature, ...).",
+        ["source", "reason"],
+        registry=theirs,
+    )
+    timed = Histogram(
+        "jobhook_webhook_seconds",
+        "Time to read, verify and durably store a webhook, by outcome.",
+        ["outcome"],
+        buckets=_FAST,
+        registry=theirs,
+    )
+    for source, outcome, seconds, reason in answers:
+        label = source if source == "reducto" else "_unknown"
+        if reason:
+            rejections.labels(label, reason).inc()
+        webhooks.labels(label, outcome).inc()
+        timed.labels(outcome).observe(seconds)
+
+    def text(registry: CollectorRegistry, names: tuple[str, ...]) -> str:
+        lines = generate_latest(registry).decode().splitlines()
+        wanted = [line for line in lines if any(name in line for name in names)]
+        return re.sub(r"(_created\{[^}]*\}) \S+", r"\1 T", "\n".join(wanted))
+
+    names = ("jobhook_webhooks_", "jobhook_webhook_rejections", "jobhook_webhook_seconds")
+    assert text(ours.registry, names) == text(theirs, names)
+    assert "jobhook_webhook_seconds_bucket" in text(ours.registry, names)
