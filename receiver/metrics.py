@@ -151,20 +151,18 @@ class WebhookAnswers:
         """outcome -> [count in each bucket of _FAST, count above them, sum, created]"""
 
     def collect(self) -> Iterator[Metric]:
-        answered = CounterMetricFamily(
+        yield _counters(
             "jobhook_webhooks",
             "Webhook requests by source and outcome: accepted, duplicate, rejected, failed.",
-            labels=["source", "outcome"],
+            ["source", "outcome"],
+            self.answered,
         )
-        for labels, (count, created) in self.answered.items():
-            answered.add_metric(labels, count, created=created)
-        rejected = CounterMetricFamily(
+        yield _counters(
             "jobhook_webhook_rejections",
             "Webhooks refused with a 4xx, by source and reason (bad_signature, ...).",
-            labels=["source", "reason"],
+            ["source", "reason"],
+            self.rejected,
         )
-        for labels, (count, created) in self.rejected.items():
-            rejected.add_metric(labels, count, created=created)
         timed = HistogramMetricFamily(
             "jobhook_webhook_seconds",
             "Time to read, verify and durably store a webhook, by outcome.",
@@ -175,7 +173,16 @@ class WebhookAnswers:
             cumulative = list(itertools.accumulate(timing[: len(bounds)]))
             timed.add_metric([outcome], list(zip(bounds, cumulative, strict=True)), timing[-2])
             timed.samples.append(Sample(timed.name + "_created", {"outcome": outcome}, timing[-1]))
-        yield from (answered, rejected, timed)
+        yield timed
+
+
+def _counters(
+    name: str, documentation: str, labels: list[str], counts: dict[tuple[str, str], list[float]]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for values, (count, created) in counts.items():
+        family.add_metric(values, count, created=created)
+    return family
 
 
 def _count(counts: dict[tuple[str, str], list[float]], key: tuple[str, str]) -> None:
