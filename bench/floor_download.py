@@ -2,8 +2,8 @@
 
 ``python -m bench.floor_download URL DEST`` sends one plain HTTP/1.1 GET over a blocking socket
 and, for a Content-Length body, repeats: ``recv_into`` a preallocated 1 MiB buffer, sha256 it,
-write it, starting the writeback of each 4 MiB written (as jobhook does); then fsync. No HTTP
-library, no event loop, no URL checks, no retries, no temp file or rename: every step
+write it, starting the writeback of every WRITEBACK_BYTES written (as jobhook does); then
+fsync. No HTTP library, no event loop, no URL checks, no retries, no temp file or rename: every step
 jobhook's fetch must take (hash, write, fsync) at its cheapest, one after the other. Against
 curl (which neither hashes nor fsyncs) it shows what that work costs here; jobhook overlaps
 receiving with hashing and writing, so it can beat this floor, and a target above it needs
@@ -20,10 +20,9 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from receiver.download import start_writeback
+from receiver.download import WRITEBACK_BYTES, start_writeback
 
 BUFFER = 1024 * 1024
-WRITEBACK = 4 * BUFFER
 
 
 def download(url: str, dest: str) -> dict[str, object]:
@@ -64,7 +63,7 @@ def download(url: str, dest: str) -> dict[str, object]:
                 fh.write(view[:n])
                 got += n
                 pending += n
-                if pending >= WRITEBACK:  # the disk works while the body arrives
+                if pending >= WRITEBACK_BYTES:  # the disk works while the body arrives
                     start_writeback(fh, pending)
                     pending = 0
             os.fsync(fh.fileno())
