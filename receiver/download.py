@@ -1,13 +1,15 @@
-"""One result download on threads of its own: a buffer is received while the last is saved.
+"""One result download on a thread of its own: received, hashed and written a buffer at a time.
 
 The caller connects the socket (``URLPolicy.connect``: an address it checked, so nothing here
 resolves a name) and runs ``Exchange.open`` and ``Exchange.save`` through ``on_thread``.
-``http.client`` frames the request and the response; the body is read straight into a few
-reused 1 MiB buffers while a second thread hashes, writes and starts the writeback of the one
-before, so receiving and saving overlap, both outside the GIL most of the time and away from
-the event loop. ``bench large`` (1 GiB over loopback, 2 cores) put this at 1.1-1.4 GiB/s, above
-curl's 0.9-1.0 without fsync, where httpx under the event loop made ~550 MiB/s and its sync
-client on a thread ~480: h11 copies the body twice and each read is a trip through Python.
+``http.client`` frames the request and the response; the body is read straight into one reused
+1 MiB buffer, which is hashed and written before the next read, all away from the event loop.
+A 1 GiB download over loopback, each in a fresh process (2 cores, MiB/s, median of 6): httpx
+under the event loop ~550 (h11 copies the body twice, and each read is a trip through
+httpcore, anyio and the loop), this 985, the plain-socket floor 1,001, curl -o about the same.
+Handing each buffer to a second thread to hash and write was 633 (499-683): the kernel's copy
+of a buffer another core had just filled into the page cache ran up to 20 times slower
+(perf: copy_folio_from_iter_atomic, 52 % of samples in a slow run, 2 % in a fast one).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import contextlib
 import hashlib
 import http.client
 import os
-import queue
 import socket
+import struct
 import threading
 import zlib
 from dataclasses import dataclass
@@ -35,15 +37,14 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 BUFFER_BYTES = 1024 * 1024
-BUFFERS = 4
-"""Buffers in flight: one being received, the rest saved or waiting; all the memory it takes."""
 WRITEBACK_BYTES = 32 * 1024 * 1024
-"""Bytes written between two starts of their writeback (``start_writeback``): each start is
-work done in the kernel in the saving thread, and every 4 MiB it slowed a 1 GiB download to
-601 MiB/s (median of 10, 448-1,403) where every 32 MiB made 1,138 (530-1,368), on 2 cores;
-dirty pages stay within a few tens of MiB either way."""
+"""Bytes written between two starts of their writeback (``start_writeback``): a start is kernel
+work in the saving thread, and with the body arriving on the other core every 4 MiB cost a
+1 GiB download about half its speed in some runs (median of 10: 601 MiB/s every 4 MiB, 1,138
+every 32, two threads then); dirty pages stay within a few tens of MiB either way."""
 USER_AGENT = "jobhook"
 _DONTNEED: int | None = getattr(os, "POSIX_FADV_DONTNEED", None)  # absent on macOS
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 seconds: close() resets the connection
 _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 """The content codings decoded, by zlib's ``wbits``: those httpx decoded here before."""
 
@@ -119,32 +120,30 @@ class Exchange:
         return Head(response.status, response.headers, response.length)
 
     def save(self, fh: BinaryIO, limit: int) -> tuple[str, int]:
-        """The body into ``fh`` (fsync'd) through a second thread: its sha256 and size."""
+        """The body into ``fh``, fsync'd: its sha256 and size. Interrupted when receiving
+        fails; a failed write raises its OSError."""
         response = self._response
         assert response is not None, "open() first"
-        sink = _Sink(fh, limit, _wbits(response.headers.get("content-encoding")), self._url.host)
+        output = _Output(
+            fh, limit, _wbits(response.headers.get("content-encoding")), self._url.host
+        )
+        buffer = bytearray(BUFFER_BYTES)
+        view = memoryview(buffer)
         received = 0
-        whole = False
-        try:
-            while sink.error is None:
-                buffer = sink.free.get()
+        while True:
+            try:
                 n = response.readinto(buffer)
-                if not n:
-                    break
-                received += n
-                sink.full.put((buffer, n))
-            left = response.length  # http.client counts down a Content-Length as it reads
-            if sink.error is None and left:
-                raise Interrupted(f"the connection closed after {received} of {received + left} "
-                                  "bytes")  # fmt: skip
-            whole = True
-        except (OSError, http.client.HTTPException) as exc:
-            raise Interrupted(self._why(exc)) from exc
-        finally:
-            sink.finish(durable=whole)
-        if sink.error is not None:
-            raise sink.error
-        return sink.digest.hexdigest(), sink.size
+            except (OSError, http.client.HTTPException) as exc:
+                raise Interrupted(self._why(exc)) from exc
+            if not n:
+                break
+            received += n
+            output.keep(view[:n])
+        left = response.length  # http.client counts down a Content-Length as it reads
+        if left:
+            raise Interrupted(f"the connection closed after {received} of {received + left} bytes")
+        output.finish()
+        return output.digest.hexdigest(), output.size
 
     def abort(self) -> None:
         """End whatever ``open`` or ``save`` is waiting for: it raises Interrupted soon after."""
@@ -152,6 +151,9 @@ class Exchange:
             self._aborted = True
             sock = self._sock
         with contextlib.suppress(OSError):
+            # Linger 0: the close that follows resets the connection, so the server stops
+            # sending now instead of waiting on a window that will not open again.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
             # socket's own shutdown, not SSLSocket's, which would pull the TLS state from under
             # a thread reading it: the reader sees the connection end, as when the peer ends it.
             socket.socket.shutdown(sock, socket.SHUT_RDWR)
@@ -180,54 +182,21 @@ class Exchange:
         return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
 
 
-class _Sink:
-    """The second thread: decodes, counts, hashes and writes each filled buffer, in order."""
+class _Output:
+    """Decodes, counts, hashes and writes the body as it arrives; ``finish`` makes it durable."""
 
     def __init__(self, fh: BinaryIO, limit: int, wbits: int | None, host: str) -> None:
-        self.free: queue.SimpleQueue[bytearray] = queue.SimpleQueue()
-        self.full: queue.SimpleQueue[tuple[bytearray, int] | None] = queue.SimpleQueue()
-        for _ in range(BUFFERS):
-            self.free.put(bytearray(BUFFER_BYTES))
         self.digest = hashlib.sha256()
         self.size = 0
-        self.error: BaseException | None = None
-        """The first failure; the receiver stops at the next buffer when it is set."""
         self._fh = fh
         self._limit = limit
         self._host = host
         self._decoder = zlib.decompressobj(wbits) if wbits is not None else None
         self._unsynced = 0
-        self._thread = threading.Thread(target=self._run, name="jobhook-result-sink", daemon=True)
-        self._thread.start()
 
-    def finish(self, *, durable: bool) -> None:
-        """Wait until every buffer handed over is saved; then, for a whole body, make the file
-        durable (a body cut short is thrown away: no fsync for it)."""
-        self.full.put(None)
-        self._thread.join()
-        if durable and self.error is None:
-            try:
-                if self._decoder is not None:
-                    self._keep(self._decoder.flush())
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-            except BaseException as exc:
-                self.error = exc
-
-    def _run(self) -> None:
-        while (item := self.full.get()) is not None:
-            buffer, n = item
-            if self.error is None:
-                try:
-                    with memoryview(buffer) as whole, whole[:n] as view:
-                        self._save(view)
-                except BaseException as exc:
-                    self.error = exc
-            self.free.put(buffer)  # even after a failure: the receiver may be waiting for one
-
-    def _save(self, data: memoryview) -> None:
+    def keep(self, data: memoryview) -> None:
         if self._decoder is None:
-            self._keep(data)
+            self._write(data)
             return
         # Decoded a buffer at a time: a small body that inflates without end is refused at the
         # limit, never held whole.
@@ -237,10 +206,16 @@ class _Sink:
                 plain = self._decoder.decompress(chunk, BUFFER_BYTES)
             except zlib.error as exc:
                 raise FetchError(f"the result at {self._host} cannot be decoded: {exc}") from None
-            self._keep(plain)
+            self._write(plain)
             chunk = self._decoder.unconsumed_tail
 
-    def _keep(self, data: bytes | memoryview) -> None:
+    def finish(self) -> None:
+        if self._decoder is not None:
+            self._write(self._decoder.flush())
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def _write(self, data: bytes | memoryview) -> None:
         self.size += len(data)
         if self.size > self._limit:
             raise ResultTooLargeError(

@@ -39,8 +39,12 @@ class RawServer:
     heads: list[bytes] = field(default_factory=list)
     names: list[str | None] = field(default_factory=list)
     port: int = 0
+    connections: list[tuple[asyncio.Task[Any], asyncio.StreamWriter]] = field(default_factory=list)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.append((task, writer))
         try:
             self.heads.append(await reader.readuntil(b"\r\n\r\n"))
             writer.write(self.answer)
@@ -68,6 +72,12 @@ async def raw_server(
         yield server
     finally:
         listener.close()
+        # Python 3.11's wait_closed() does not wait for open connections: end them here, or a
+        # stalled answer's transport is collected in a later test (a ResourceWarning there).
+        for task, writer in server.connections:
+            writer.transport.abort()
+            task.cancel()
+        await asyncio.gather(*(task for task, _ in server.connections), return_exceptions=True)
         await listener.wait_closed()
 
 

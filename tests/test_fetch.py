@@ -56,11 +56,20 @@ def truncated() -> Response:
     return Response(BODY[: len(BODY) // 3], headers={"content-length": str(len(BODY))})
 
 
+STREAMING: set[object] = set()
+"""The endless bodies being sent right now."""
+
+
 def endless() -> Response:
     async def chunks() -> AsyncIterator[bytes]:
-        while True:
-            yield b"x" * 65536
-            await asyncio.sleep(0)
+        token = object()
+        STREAMING.add(token)
+        try:
+            while True:
+                yield b"x" * 65536
+                await asyncio.sleep(0)
+        finally:
+            STREAMING.discard(token)
 
     return StreamingResponse(chunks(), media_type="application/octet-stream")
 
@@ -433,6 +442,11 @@ async def test_a_cancelled_fetch_leaves_no_temp_file(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        # The server learns the download was abandoned (a reset), and stops sending.
+        deadline = time.monotonic() + 2
+        while STREAMING and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert not STREAMING, "the server is still sending an abandoned body"
     assert files_in(results) == []
 
 
