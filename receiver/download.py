@@ -1,15 +1,15 @@
-"""One result download on a thread of its own: received, hashed and written a buffer at a time.
+"""One result download on a thread of its own: each read hashed and written as it arrives.
 
 The caller connects the socket (``URLPolicy.connect``: an address it checked, so nothing here
 resolves a name) and runs ``Exchange.open`` and ``Exchange.save`` through ``on_thread``.
-``http.client`` frames the request and the response; the body is read straight into one reused
-1 MiB buffer, which is hashed and written before the next read, all away from the event loop.
-A 1 GiB download over loopback, each in a fresh process (2 cores, MiB/s, median of 6): httpx
-under the event loop ~550 (h11 copies the body twice, and each read is a trip through
-httpcore, anyio and the loop), this 985, the plain-socket floor 1,001, curl -o about the same.
-Handing each buffer to a second thread to hash and write was 633 (499-683): the kernel's copy
-of a buffer another core had just filled into the page cache ran up to 20 times slower
-(perf: copy_folio_from_iter_atomic, 52 % of samples in a slow run, 2 % in a fast one).
+``http.client`` frames the request and the response; each ``read1`` takes what the socket has
+(up to 1 MiB), which is hashed and written while it is still in the CPU's cache, away from the
+event loop. A 1 GiB download over loopback in a fresh process, on 2 cores (MiB/s, medians of
+6, interleaved): httpx under the event loop ~550 (h11 copies the body twice; every read is a
+trip through httpcore, anyio and the loop); filling a 1 MiB buffer before hashing and writing
+it, 593-616; handing filled buffers to a second thread, 633; this, 985; the plain-socket floor,
+1,021 (``bench.floor_download``). In the slow ones the kernel's copy into the page cache of a
+buffer no longer in cache took half the samples (perf: copy_folio_from_iter_atomic).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 BUFFER_BYTES = 1024 * 1024
+"""The most one read takes, and one decode gives out."""
 WRITEBACK_BYTES = 32 * 1024 * 1024
 """Bytes written between two starts of their writeback (``start_writeback``): a start is kernel
 work in the saving thread, and with the body arriving on the other core every 4 MiB cost a
@@ -127,18 +128,16 @@ class Exchange:
         output = _Output(
             fh, limit, _wbits(response.headers.get("content-encoding")), self._url.host
         )
-        buffer = bytearray(BUFFER_BYTES)
-        view = memoryview(buffer)
         received = 0
         while True:
             try:
-                n = response.readinto(buffer)
+                data = response.read1(BUFFER_BYTES)
             except (OSError, http.client.HTTPException) as exc:
                 raise Interrupted(self._why(exc)) from exc
-            if not n:
+            if not data:
                 break
-            received += n
-            output.keep(view[:n])
+            received += len(data)
+            output.keep(data)
         left = response.length  # http.client counts down a Content-Length as it reads
         if left:
             raise Interrupted(f"the connection closed after {received} of {received + left} bytes")
@@ -194,7 +193,7 @@ class _Output:
         self._decoder = zlib.decompressobj(wbits) if wbits is not None else None
         self._unsynced = 0
 
-    def keep(self, data: memoryview) -> None:
+    def keep(self, data: bytes) -> None:
         if self._decoder is None:
             self._write(data)
             return
