@@ -196,7 +196,9 @@ def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace
     floor_ratio = med["floor"]["mib_s"] / med["curl"]["mib_s"]
     # No durable download can land bytes faster than the disk takes them, network or not.
     disk_ratio = med["disk"]["mib_s"] / med["curl"]["mib_s"]
-    out_of_reach = disk_ratio < TARGET_RATIO
+    # A ceiling only while jobhook stays under it: writing one 4 MiB chunk again and again, the
+    # disk-alone row has run slower than jobhook's download here.
+    out_of_reach = disk_ratio < TARGET_RATIO and med["jobhook"]["mib_s"] < med["disk"]["mib_s"]
     complete = all(r["complete"] for r in curl + jh + floor + disk)
     nan = float("nan")
     report.show(
@@ -232,7 +234,8 @@ def _summarise(rounds: dict[str, list[dict[str, Any]]], args: argparse.Namespace
             ["(jobhook x the floor)", f"{med['jobhook']['mib_s'] / med['floor']['mib_s']:.2f}",
              ""],
             ["(the ceiling: the disk alone, durable, x curl)", f"{disk_ratio:.2f}",
-             "out of reach" if out_of_reach else "within reach"],
+             "out of reach" if out_of_reach else "not a ceiling" if disk_ratio < TARGET_RATIO
+             else "within reach"],
             ["(jobhook x the disk alone)", f"{med['jobhook']['mib_s'] / med['disk']['mib_s']:.2f}",
              ""],
         ],
