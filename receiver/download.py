@@ -265,7 +265,7 @@ async def on_thread(fn: Callable[..., T], *args: Any, abort: Callable[[], None])
     """``fn(*args)`` on a thread of its own; when the caller is cancelled, ``abort()`` ends it
     and the cancellation waits for it, so nothing ``fn`` uses is released under it.
 
-    A thread per call, not the loop's executor: a download holds its threads for as long as it
+    A thread per call, not the loop's executor: a download holds its thread for as long as it
     takes, and the executor's few workers are shared with DNS lookups and file work.
     """
     loop = asyncio.get_running_loop()
