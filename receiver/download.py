@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from receiver.errors import FetchError, ResultTooLargeError
+from receiver.urlsafety import default_port, scheme_port
 
 if TYPE_CHECKING:
     import ssl
@@ -110,8 +111,7 @@ class Exchange:
                 )
                 self._swap(sock)
                 sock.do_handshake()
-            default_port = 443 if url.scheme == "https" else 80
-            self._conn = _Connection(sock, url.host, url.port or default_port, default_port)
+            self._conn = _Connection(sock, url.host, default_port(url), scheme_port(url.scheme))
             target = url.raw_path.decode("ascii")
             headers = {"User-Agent": USER_AGENT, "Accept": "*/*", "Connection": "close"}
             self._conn.request("GET", target, headers=headers)  # Accept-Encoding: identity

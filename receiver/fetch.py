@@ -1,7 +1,7 @@
 """Results downloaded from (presigned) URLs: checked, streamed to disk, bounded and retried.
 
 Each attempt connects through the URL policy (``URLPolicy.connect``: checked addresses only)
-and runs its HTTP exchange on threads of its own (``receiver.download``); retries, redirects,
+and runs its HTTP exchange on a thread of its own (``receiver.download``); retries, redirects,
 statuses and the atomic rename are decided here. Presigned URLs carry credentials in their
 query string, so logs name the host only and errors the URL without its query
 (``describe_url``).

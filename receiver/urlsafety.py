@@ -206,18 +206,19 @@ class URLPolicy:
     async def check(self, url: str | httpx.URL) -> httpx.URL:
         """The full pre-request check: URL, host and every address the host resolves to."""
         parsed, host = self._check_url(url)
-        await self.resolve(host, parsed.port or (443 if parsed.scheme == "https" else 80))
+        await self.resolve(host, default_port(parsed))
         return parsed
 
     async def connect(self, url: str | httpx.URL, seconds: float) -> socket.socket:
-        """A socket connected to an address of ``url``'s host, every address checked first and
-        the peer again once connected, so no socket is opened to a refused address; the caller
-        then talks to that very address (no second lookup for DNS rebinding to answer).
+        """A socket connected to an address of ``url``'s host: ``check``'s checks, then the
+        first checked address that answers, its peer checked again; no socket is opened to a
+        refused address, and the caller talks to that very address (no second lookup for DNS
+        rebinding to answer).
 
         UnsafeURLError when refused; FetchError (retryable) when none answers within ``seconds``.
         """
         parsed, host = self._check_url(url)
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        port = default_port(parsed)
         try:
             async with asyncio.timeout(seconds):
                 addresses = await self.resolve(host, port)
@@ -247,6 +248,16 @@ class URLPolicy:
         # The errno's own words: asyncio and uvloop word the same refusal differently.
         reason = os.strerror(failure.errno) if failure.errno else str(failure)
         raise FetchError(f"cannot connect to {host}:{port}: {reason}")
+
+
+def scheme_port(scheme: str) -> int:
+    """The port a URL of ``scheme`` (http or https) means when it names none."""
+    return 443 if scheme == "https" else 80
+
+
+def default_port(url: httpx.URL) -> int:
+    """The port ``url`` names, or its scheme's."""
+    return url.port or scheme_port(url.scheme)
 
 
 def _ip(value: str) -> IPAddress | None:
