@@ -95,17 +95,7 @@ class Metrics:
 
     def webhook(self, source: str, outcome: str, seconds: float, reason: str | None = None) -> None:
         """One webhook request answered; ``reason`` for a rejection."""
-        label = self.source_label(source)
-        answers = self.answers
-        if reason:
-            outcome = "rejected"
-            _count(answers.rejected, (label, reason))
-        _count(answers.answered, (label, outcome))
-        timing = answers.seconds.get(outcome)
-        if timing is None:
-            timing = answers.seconds[outcome] = [0] * (len(_FAST) + 1) + [0.0, time.time()]
-        timing[bisect.bisect_left(_FAST, seconds)] += 1  # the first bucket whose bound >= it
-        timing[-2] += seconds
+        self.answers.count(self.source_label(source), outcome, seconds, reason)
 
     def delivered(self, handler: str, outcome: str, seconds: float) -> None:
         """The Dispatcher's ``on_delivered``: "started" carries the delay since completion."""
@@ -149,6 +139,18 @@ class WebhookAnswers:
         """(source, reason) -> [count, created]"""
         self.seconds: dict[str, list[float]] = {}
         """outcome -> [count in each bucket of _FAST, count above them, sum, created]"""
+
+    def count(self, source: str, outcome: str, seconds: float, reason: str | None) -> None:
+        """One answer; ``reason`` for a rejection (its outcome is then ``rejected``)."""
+        if reason:
+            outcome = "rejected"
+            _count(self.rejected, (source, reason))
+        _count(self.answered, (source, outcome))
+        timing = self.seconds.get(outcome)
+        if timing is None:
+            timing = self.seconds[outcome] = [0] * (len(_FAST) + 1) + [0.0, time.time()]
+        timing[bisect.bisect_left(_FAST, seconds)] += 1  # the first bucket whose bound >= it
+        timing[-2] += seconds
 
     def collect(self) -> Iterator[Metric]:
         yield _counters(
