@@ -136,29 +136,27 @@ async def test_an_https_result_is_fetched_over_verified_tls_for_the_url_s_host(
     assert "Accept-Encoding: identity" in headers
 
 
-async def test_a_certificate_no_trusted_ca_signed_is_refused_before_any_request(
-    tmp_path: Path, ca: trustme.CA
+@pytest.mark.parametrize(
+    ("issued_for", "trusted", "match"),
+    [
+        ("blob.test", False, "CERTIFICATE_VERIFY_FAILED"),  # no CA we trust signed it
+        ("other.test", True, "Hostname mismatch"),  # a trusted certificate for another name
+    ],
+    ids=["untrusted-ca", "another-name"],
+)
+async def test_a_certificate_that_does_not_verify_is_refused_before_any_request(
+    tmp_path: Path, ca: trustme.CA, issued_for: str, trusted: bool, match: str
 ) -> None:
+    tls = trusting(ca) if trusted else None  # None: the process's own CAs (certifi)
     async with (
-        raw_server(ok(BODY), cert=ca.issue_cert("blob.test")) as server,
-        ResultFetcher(settings(tmp_path), policy=as_blob_test()) as fetcher,
+        raw_server(ok(BODY), cert=ca.issue_cert(issued_for)) as server,
+        ResultFetcher(settings(tmp_path), policy=as_blob_test(), tls=tls) as fetcher,
     ):
-        with pytest.raises(FetchError, match="CERTIFICATE_VERIFY_FAILED") as info:
+        with pytest.raises(FetchError, match=match) as info:
             await fetcher.fetch(f"https://blob.test:{server.port}/r", tmp_path / "r")
     assert not info.value.permanent  # the store's certificate may be fixed: retried later
     assert server.heads == []
     assert list(tmp_path.iterdir()) == []
-
-
-async def test_a_certificate_for_another_name_is_refused_before_any_request(
-    tmp_path: Path, ca: trustme.CA
-) -> None:
-    async with raw_server(ok(BODY), cert=ca.issue_cert("other.test")) as server:
-        fetcher = ResultFetcher(settings(tmp_path), policy=as_blob_test(), tls=trusting(ca))
-        async with fetcher:
-            with pytest.raises(FetchError, match="Hostname mismatch"):
-                await fetcher.fetch(f"https://blob.test:{server.port}/r", tmp_path / "r")
-    assert server.heads == []
 
 
 @pytest.mark.parametrize(
