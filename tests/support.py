@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 OLD_SECRET = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def signed_headers(

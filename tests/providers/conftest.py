@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def sample(provider: str) -> dict[str, Any]:
-    """The provider's sample bodies from the shared fixtures."""
+    """The provider's sample bodies from tests/fixtures/providers."""
     data: dict[str, Any] = json.loads((FIXTURES / "providers" / f"{provider}.json").read_text())
     return data
 
