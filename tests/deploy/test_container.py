@@ -70,6 +70,14 @@ def _base_image() -> str | None:
             _unusable(
                 "no Docker engine is running and JOBHOOK_DOCKER_UP names no program to start one"
             )
+        default = "python:3.11-slim"
+        have = subprocess.run(["docker", "image", "inspect", default], capture_output=True)
+        if have.returncode != 0:
+            pulled = subprocess.run(
+                ["docker", "pull", default], capture_output=True, text=True, timeout=300
+            )
+            if pulled.returncode != 0:
+                _unusable(f"the base image {default} cannot be pulled: {pulled.stderr.strip()}")
         return None
     try:
         up = subprocess.run([helper], capture_output=True, text=True, timeout=420, check=False)
