@@ -1,4 +1,4 @@
-"""One download by ``receiver.fetch.ResultFetcher`` in a fresh process: time and peak RSS.
+"""One download by ``receiver.pipeline.fetch.ResultFetcher`` in a fresh process: time and peak RSS.
 
 ``python -m bench.fetch_once URL DEST`` prints one JSON line. RSS is taken once the fetcher
 and its client exist, so the growth is what the download itself costs. The event loop is the
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psutil  # type: ignore[import-untyped]
 
-from receiver.config import ResultsSettings
-from receiver.fetch import ResultFetcher
+from receiver.config.settings import ResultsSettings
+from receiver.pipeline.fetch import ResultFetcher
 
 
 async def fetch(url: str, dest: Path) -> dict[str, float]:
@@ -40,7 +40,7 @@ async def fetch(url: str, dest: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    from receiver.log import configure_logging
+    from receiver.ops.log import configure_logging
 
     configure_logging("warning", "json")
     main_coro = fetch(sys.argv[1], Path(sys.argv[2]))

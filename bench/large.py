@@ -2,7 +2,7 @@
 
 A blob host (bench.blobhost) serves a JSON result of ``--size-mib`` MiB from the page cache
 with sendfile(2), behind an expiring HMAC-signed URL. Each round runs the clients below in
-rotating order, the network ones on the same URL: ``curl -o``, and ``receiver.fetch``'s
+rotating order, the network ones on the same URL: ``curl -o``, and ``receiver.pipeline.fetch``'s
 ``ResultFetcher`` in a fresh process (bench.fetch_once), which streams it to a temp file while
 hashing it (sha256), fsyncs it, renames it into place and fsyncs the directory. Both write to
 the same disk. curl does not fsync: the fsync of its file is timed separately, so the table
@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from bench import blobhost, procs, report
-from receiver.download import WRITEBACK_BYTES, start_writeback
+from receiver.pipeline.download import WRITEBACK_BYTES, start_writeback
 
 if TYPE_CHECKING:
     import argparse

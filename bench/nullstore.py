@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.models import IngestResult
-from receiver.serve import run
+from receiver.service.serve import run
 from receiver.store import open_store
 from receiver.store.sqlite import SQLiteStore
 

@@ -18,7 +18,7 @@ import httpx
 import psutil  # type: ignore[import-untyped]
 
 from bench.report import RESULTS
-from receiver.serving import free_port as free_port  # re-exported for the benchmarks
+from receiver.service.serving import free_port as free_port  # re-exported for the benchmarks
 from tests.support import SECRET as SECRET  # the README example secret: loopback only
 
 if TYPE_CHECKING:

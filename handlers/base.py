@@ -18,7 +18,7 @@ from receiver.errors import HandlerLoadError
 
 if TYPE_CHECKING:
     from receiver.completion import Completion
-    from receiver.config import HandlerSettings
+    from receiver.config.settings import HandlerSettings
 
 ENTRY_POINT_GROUP = "jobhook.handlers"
 BUILTINS = {

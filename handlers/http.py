@@ -19,10 +19,10 @@ import httpx
 import structlog
 from svix.webhooks import Webhook
 
-from receiver.config import check_svix_secret
+from receiver.config.settings import check_svix_secret
 from receiver.errors import RetryableError
+from receiver.pipeline.urlsafety import tls_context
 from receiver.secret import Secret, resolve_secret
-from receiver.urlsafety import tls_context
 
 if TYPE_CHECKING:
     from receiver.completion import Completion

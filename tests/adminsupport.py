@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import time_machine
 
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.models import Event, State
 from receiver.store.sqlite import SQLiteStore
 from tests.support import SECRET, reducto_body, signed_headers
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
     from receiver.store import Store
 
 TOKEN = "admin-token-5a1c9e0f7b"

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 import pytest
 import structlog
 
-from receiver.config import Settings, load_settings
-from receiver.log import configure_logging
+from receiver.config.settings import Settings, load_settings
+from receiver.ops.log import configure_logging
 from tests.reliability.secretscan import pytest_runtest_makereport  # noqa: F401 (a hook)
 from tests.services import postgres_database
 from tests.support import SECRET

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 from svix.webhooks import Webhook
 
-from receiver.serving import free_port as serving_free_port
-from receiver.serving import serving
+from receiver.service.serving import free_port as serving_free_port
+from receiver.service.serving import serving
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager

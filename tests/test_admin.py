@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from receiver.app import create_app
-from receiver.openapi import OPERATIONS, mounted
+from receiver.service.app import create_app
+from receiver.service.openapi import OPERATIONS, mounted
 from tests.adminsupport import AUTH, TOKEN, admin_settings, deliver
 from tests.support import live_server
 

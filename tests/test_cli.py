@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from click.testing import CliRunner
 
-from receiver.cli import main
+from receiver.cli.main import main
 from tests.support import SECRET
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ import pytest
 import structlog
 from click.testing import CliRunner, Result
 
-from receiver.app import create_app
-from receiver.cli import main
-from receiver.log import configure_logging
+from receiver.cli.main import main
 from receiver.models import Event, Progress, State
+from receiver.ops.log import configure_logging
+from receiver.service.app import create_app
 from tests.adminsupport import AUTH, TOKEN, admin_settings, deliver
 from tests.support import live_server
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from receiver.confidence import job_confidence
+from receiver.pipeline.confidence import job_confidence
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from receiver.demo import run_demo
+from receiver.cli.demo import run_demo
 
 
 @pytest.mark.timeout(90)

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trustme
 
-from receiver.config import ResultsSettings
+from receiver.config.settings import ResultsSettings
 from receiver.errors import FetchError, ResultTooLargeError
-from receiver.fetch import ResultFetcher
-from receiver.urlsafety import URLPolicy
+from receiver.pipeline.fetch import ResultFetcher
+from receiver.pipeline.urlsafety import URLPolicy
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

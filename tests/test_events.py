@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from receiver.app import create_app
 from receiver.models import Event, State
+from receiver.service.app import create_app
 from receiver.store.sqlite import SQLiteStore
 from tests.adminsupport import AUTH, admin_settings, deliver
 from tests.support import live_server
@@ -20,7 +20,7 @@ from tests.support import live_server
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 PROMPT = 0.6  # well under the 1 s store recheck: the answer came from the notifier
 

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from receiver.app import create_app
-from receiver.export import CSV_COLUMNS, PAGE
+from receiver.admin.export import CSV_COLUMNS, PAGE
 from receiver.models import State
+from receiver.service.app import create_app
 from receiver.store import Resolution
 from receiver.store.sqlite import SQLiteStore
 from tests.adminsupport import AUTH, admin_settings, record
@@ -24,7 +24,7 @@ from tests.support import live_server
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 JOBS = PAGE * 2 + 3  # three pages, the last one short
 

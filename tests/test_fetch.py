@@ -23,10 +23,10 @@ from starlette.applications import Starlette
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from receiver.config import ResultsSettings
+from receiver.config.settings import ResultsSettings
 from receiver.errors import FetchError, ResultTooLargeError, UnsafeURLError
-from receiver.fetch import ResultFetcher
-from receiver.urlsafety import URLPolicy
+from receiver.pipeline.fetch import ResultFetcher
+from receiver.pipeline.urlsafety import URLPolicy
 from tests.support import free_port, live_server
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from receiver.config import HandlerSettings
-from receiver.ingest import Ingestor
+from receiver.config.settings import HandlerSettings
+from receiver.intake.ingest import Ingestor
 from receiver.models import Event, State
 from tests.adminsupport import open_store
 

@@ -1,4 +1,4 @@
-"""Filters, periods and cursors as callers write them (receiver.jobquery)."""
+"""Filters, periods and cursors as callers write them (receiver.admin.query)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from receiver.jobquery import (
+from receiver.admin.query import (
     QueryError,
     build_filter,
     decode_cursor,

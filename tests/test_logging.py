@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from receiver.app import create_app
-from receiver.log import LineSink, UTCStamper, render_json
+from receiver.ops.log import LineSink, UTCStamper, render_json
+from receiver.service.app import create_app
 from tests.support import SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
     import pytest
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 
 async def test_webhook_events_are_json_and_never_contain_secrets(

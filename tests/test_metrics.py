@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from receiver.app import create_app
+from receiver.service.app import create_app
 from receiver.sim import Simulator
 from tests.adminsupport import admin_settings, deliver
 from tests.support import live_server, reducto_body, signed_headers
@@ -140,7 +140,7 @@ def test_webhook_answers_are_exposed_as_prometheus_client_s_own_metrics_would_be
 
     from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-    from receiver.metrics import _FAST, Metrics
+    from receiver.ops.metrics import _FAST, Metrics
 
     answers = [
         ("reducto", "accepted", 0.0004, None),

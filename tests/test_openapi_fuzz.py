@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from receiver.app import create_app
+from receiver.service.app import create_app
 from tests.adminsupport import AUTH, admin_settings, deliver
 from tests.support import live_server
 

@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
+from receiver.service.app import create_app
 from receiver.sim import Simulator
 from tests.support import SECRET, live_server, reducto_body, signed_headers
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 API_KEY = "sim-key-123"
 

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.models import Event, State
+from receiver.service.app import create_app
 from receiver.sim import Simulator
 from tests.support import SECRET, live_server
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 API_KEY = "sim-key-123"
 WEBHOOK_PATHS = {"reducto": "reducto", "docurift": "docurift", "knowhere": "knowhere",
@@ -174,11 +174,11 @@ async def test_webhook_racing_a_poll_dispatches_once(tmp_path: Path) -> None:
 async def _poller_parts(tmp_path: Path, sim_url: str, **kw: Any) -> tuple[Any, Any, Any]:
     import httpx as _httpx
 
-    from receiver.ingest import Ingestor
-    from receiver.jobapi import JobAPI
-    from receiver.poller import Poller
+    from receiver.intake.ingest import Ingestor
+    from receiver.intake.poller import Poller
     from receiver.providers import get_provider
-    from receiver.ratelimit import RateLimiter
+    from receiver.providers.jobapi import JobAPI
+    from receiver.providers.ratelimit import RateLimiter
     from receiver.secret import Secret
     from receiver.store.sqlite import SQLiteStore
 
@@ -199,7 +199,7 @@ async def test_only_one_poller_leads_per_store(tmp_path: Path) -> None:
     async with live_server(sim.app) as sim_url:
         store, client, first = await _poller_parts(tmp_path, sim_url, owner="a")
         try:
-            from receiver.poller import Poller
+            from receiver.intake.poller import Poller
 
             second = Poller(store, first.ingestor, first.apis, first.settings, owner="b")
             await first.run_once()
@@ -236,10 +236,10 @@ async def test_job_past_give_up_after_hours_becomes_expired(tmp_path: Path) -> N
 async def test_poll_records_progress_and_schedules_the_next_poll(tmp_path: Path) -> None:
     sim = Simulator("knowhere", api_key=API_KEY, duration=10_000.0, pages=120)
     async with live_server(sim.app) as sim_url:
-        from receiver.ingest import Ingestor
-        from receiver.jobapi import JobAPI
+        from receiver.intake.ingest import Ingestor
         from receiver.providers import get_provider
-        from receiver.ratelimit import RateLimiter
+        from receiver.providers.jobapi import JobAPI
+        from receiver.providers.ratelimit import RateLimiter
         from receiver.secret import Secret
 
         store, client, poller = await _poller_parts(tmp_path, sim_url)
@@ -275,9 +275,9 @@ async def test_a_job_api_answer_nested_too_deeply_is_a_provider_error() -> None:
     from starlette.routing import Route
 
     from receiver.errors import ProviderError
-    from receiver.jobapi import JobAPI
     from receiver.providers import get_provider
-    from receiver.ratelimit import RateLimiter
+    from receiver.providers.jobapi import JobAPI
+    from receiver.providers.ratelimit import RateLimiter
     from receiver.secret import Secret
 
     async def deep(request: object) -> Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from receiver.backoff import backoff_delay, retry_after
-from receiver.ratelimit import RateLimiter
+from receiver.providers.ratelimit import RateLimiter
 
 
 class FakeTime:

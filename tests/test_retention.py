@@ -11,10 +11,10 @@ import httpx
 import pytest
 import time_machine
 
-from receiver.app import create_app
-from receiver.config import RetentionSettings
+from receiver.config.settings import RetentionSettings
 from receiver.models import State
-from receiver.retention import DAY, Retention
+from receiver.ops.retention import DAY, Retention
+from receiver.service.app import create_app
 from receiver.sim import Simulator
 from receiver.store import Resolution
 from tests.adminsupport import deliver, open_store, record

@@ -14,24 +14,24 @@ import httpx
 import pytest
 from starlette.datastructures import Headers
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.errors import ConfigError, VerificationError
 from receiver.secret import Secret
+from receiver.service.app import create_app
 from receiver.signatures import (
     DocExtractVerifier,
     DocuRiftVerifier,
     build_verifier,
     check_scheme,
 )
-from receiver.verify import SvixVerifier, Verified
+from receiver.signatures.base import SvixVerifier, Verified
 from tests.support import FIXTURES, SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 KEY = "docurift-secret-0123456789abcdef"
 OLD_KEY = "docurift-secret-old-9876543210"

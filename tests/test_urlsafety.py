@@ -14,10 +14,10 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from receiver.config import ResultsSettings
+from receiver.config.settings import ResultsSettings
 from receiver.errors import ConfigError, FetchError, UnsafeURLError
-from receiver.fetch import ResultFetcher
-from receiver.urlsafety import URLPolicy, address_problem, describe_url
+from receiver.pipeline.fetch import ResultFetcher
+from receiver.pipeline.urlsafety import URLPolicy, address_problem, describe_url
 from tests.support import free_port, live_server
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ import pytest
 import svix.webhooks
 import time_machine
 
-from receiver import verify
 from receiver.errors import VerificationError
 from receiver.secret import Secret
-from receiver.verify import SvixVerifier
+from receiver.signatures import base as verify
+from receiver.signatures.base import SvixVerifier
 from tests.support import FIXTURES, OLD_SECRET, SECRET, signed_headers
 
 VECTORS = json.loads((FIXTURES / "svix-vectors.json").read_text())

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from receiver.app import create_app
 from receiver.errors import RejectedError
-from receiver.webhooks import BodyDeadlines, read_body
+from receiver.intake.webhooks import BodyDeadlines, read_body
+from receiver.service.app import create_app
 from tests.support import OLD_SECRET, SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ async def test_state_never_moves_backward(client: httpx.AsyncClient, settings: S
 async def test_secret_rotation_accepts_old_and_new(tmp_path: object) -> None:
     from pathlib import Path
 
-    from receiver.config import load_settings
+    from receiver.config.settings import load_settings
 
     base = Path(str(tmp_path))
     config = base / "c.toml"

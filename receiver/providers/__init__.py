@@ -12,7 +12,7 @@ from receiver.providers.knowhere import Knowhere
 from receiver.providers.reducto import Reducto
 
 if TYPE_CHECKING:
-    from receiver.config import SourceSettings
+    from receiver.config.settings import SourceSettings
 
 PROVIDERS: dict[str, type[Provider]] = {
     cls.name: cls for cls in (Reducto, DocuRift, Knowhere, DocExtract, Generic)

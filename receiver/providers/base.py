@@ -17,7 +17,7 @@ from receiver.models import Event, Progress, ResultRef, State
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from receiver.config import SourceSettings
+    from receiver.config.settings import SourceSettings
     from receiver.models import Via
 
 __all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef"]

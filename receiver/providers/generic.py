@@ -23,7 +23,7 @@ from receiver.providers.base import (
 from receiver.providers.pointer import MISSING, Pointer
 
 if TYPE_CHECKING:
-    from receiver.config import GenericSettings, SourceSettings
+    from receiver.config.settings import GenericSettings, SourceSettings
     from receiver.models import Via
 
 

@@ -8,7 +8,7 @@ import structlog
 import uvicorn
 
 from receiver.errors import ConfigError
-from receiver.log import configure_logging
+from receiver.ops.log import configure_logging
 from receiver.secret import resolve_secret
 from receiver.sim.journal import safe_url
 from receiver.sim.simulator import Simulator

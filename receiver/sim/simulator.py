@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Self
 import httpx
 import structlog
 
-from receiver.config import check_svix_secret
+from receiver.config.settings import check_svix_secret
 from receiver.errors import ConfigError
 from receiver.secret import Secret
 from receiver.sim.blobs import BlobHost, BlobSpec

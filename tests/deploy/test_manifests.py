@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from receiver.config import Settings, load_settings
+from receiver.config.settings import Settings, load_settings
 from tests.deploy.dockerfile import image_env
 from tests.support import SECRET
 

@@ -9,7 +9,7 @@ from typing import Any, Union, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from receiver.config import HandlerSettings, Settings
+from receiver.config.settings import HandlerSettings, Settings
 from tests.deploy.dockerfile import REPO
 
 

@@ -14,7 +14,7 @@ from handlers.command import CommandHandler
 from handlers.file import FileHandler
 from handlers.http import HttpHandler
 from handlers.log import LogHandler
-from receiver.config import HandlerSettings
+from receiver.config.settings import HandlerSettings
 from receiver.errors import HandlerLoadError
 from tests.support import SECRET
 

@@ -13,7 +13,7 @@ import pytest
 
 from handlers.base import load_handler
 from handlers.nats import NatsHandler, subject_matches
-from receiver.config import HandlerSettings
+from receiver.config.settings import HandlerSettings
 from receiver.errors import HandlerLoadError, RetryableError
 from tests.services import (
     handler_app,

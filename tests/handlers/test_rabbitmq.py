@@ -14,7 +14,7 @@ import pytest
 from handlers.base import load_handler
 from handlers.broker import dedupe_id
 from handlers.rabbitmq import RabbitMQHandler
-from receiver.config import HandlerSettings
+from receiver.config.settings import HandlerSettings
 from receiver.errors import HandlerLoadError, RetryableError
 from tests.services import (
     handler_app,

@@ -11,7 +11,7 @@ import pytest
 
 from handlers.base import load_handler
 from handlers.redis import RedisHandler
-from receiver.config import HandlerSettings
+from receiver.config.settings import HandlerSettings
 from receiver.errors import HandlerLoadError, RetryableError
 from tests.services import (
     handler_app,

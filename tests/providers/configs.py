@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 
-from receiver.config import SourceSettings
+from receiver.config.settings import SourceSettings
 from receiver.providers import Provider, get_provider
 from tests.support import SECRET
 

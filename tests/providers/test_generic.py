@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from receiver.app import build_sources
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.errors import ConfigError
 from receiver.models import State
 from receiver.providers import get_provider
 from receiver.providers.generic import Generic
+from receiver.service.app import build_sources
 from tests.providers.configs import GENERIC_TOML, generic_for
 from tests.providers.conftest import sample
 from tests.support import SECRET

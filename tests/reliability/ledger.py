@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from receiver.serving import serving
+from receiver.service.serving import serving
 from tests.reliability.service import Service
 from tests.support import SECRET, reducto_body, signed_headers
 

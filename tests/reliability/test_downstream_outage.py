@@ -16,14 +16,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
+from receiver.service.app import create_app
 from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 
 class Target:

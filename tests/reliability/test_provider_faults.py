@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.models import Event, State
+from receiver.service.app import create_app
 from receiver.sim import Simulator
 from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 API_KEY = "sim-reliability-key-0042"
 

@@ -18,8 +18,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
+from receiver.service.app import create_app
 from receiver.sim import Simulator
 from tests.support import SECRET, live_server, signed_headers
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 API_KEY = "hostile-provider-key-77"
 

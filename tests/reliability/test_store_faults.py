@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
+from receiver.service.app import create_app
 from tests.reliability.mounts import ext4_image, fail_ext4, fill, fsck, loop_mount, remount, tmpfs
 from tests.reliability.service import Service
 from tests.support import SECRET, live_server, reducto_body, signed_headers
@@ -20,7 +20,7 @@ from tests.support import SECRET, live_server, reducto_body, signed_headers
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from receiver.config import Settings
+    from receiver.config.settings import Settings
 
 
 def _settings(tmp_path: Path, data_dir: Path) -> Settings:

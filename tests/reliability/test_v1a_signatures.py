@@ -12,12 +12,12 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.errors import ConfigError, VerificationError
 from receiver.secret import Secret
+from receiver.service.app import create_app
 from receiver.signatures import build_verifier
-from receiver.verify import SvixVerifier
+from receiver.signatures.base import SvixVerifier
 from tests.support import FIXTURES, SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:

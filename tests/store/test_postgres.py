@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from receiver.app import create_app
-from receiver.config import load_settings
+from receiver.config.settings import load_settings
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, State
+from receiver.service.app import create_app
 from receiver.store.postgres import PostgresStore
 from tests.services import POSTGRES_ADMIN_URL
 from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers

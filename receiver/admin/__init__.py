@@ -1,0 +1,1 @@
+"""The bearer-guarded admin API: jobs, stats, replay, export, long-poll and events."""

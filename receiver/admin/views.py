@@ -1,0 +1,152 @@
+"""The admin API's JSON documents, built from store reads.
+
+The HTTP routes and the CLI (when it reads a store directly) both build their answers here, so
+``jobhook jobs ls --json`` prints what ``GET /jobs`` returns. Times are ISO 8601 in UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from receiver.admin.query import encode_cursor
+from receiver.models import State
+from receiver.store.views import JobFilter
+
+if TYPE_CHECKING:
+    from receiver.store import CompletionRow, DispatchRow, JobRow, Store
+    from receiver.store.views import DeliveryRow, JobKey, JobListing, JobStats
+
+
+def iso(at: float | None) -> str | None:
+    """Unix seconds as ISO 8601 in UTC; None stays None."""
+    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat()
+
+
+def job_doc(job: JobRow, listing: JobListing | None = None) -> dict[str, Any]:
+    """One job: its state, the provider's word, progress and, once terminal, its result."""
+    progress = None
+    if job.progress_done is not None or job.progress_total is not None:
+        progress = {"done": job.progress_done, "total": job.progress_total}
+    result = None
+    if listing is not None and listing.result_sha256 is not None:
+        result = {
+            "sha256": listing.result_sha256,
+            "bytes": listing.result_bytes,
+            "available": listing.result_path is not None,
+        }
+    return {
+        "source": job.source,
+        "job_id": job.job_id,
+        "state": job.state,
+        "provider_status": job.provider_status,
+        "terminal": job.terminal_at is not None and State(job.state).terminal,
+        "metadata": job.metadata,
+        "error": job.error,
+        "progress": progress,
+        "expected_pages": job.expected_pages,
+        "created_at": iso(job.created_at),
+        "updated_at": iso(job.updated_at),
+        "terminal_at": iso(job.terminal_at),
+        "processing_seconds": (
+            None if job.terminal_at is None else round(job.terminal_at - job.created_at, 6)
+        ),
+        "confidence": listing.confidence if listing is not None else None,
+        "result": result,
+    }
+
+
+def listing_doc(listing: JobListing) -> dict[str, Any]:
+    return job_doc(listing.job, listing)
+
+
+async def jobs_page(
+    store: Store, where: JobFilter, limit: int, after: JobKey | None
+) -> dict[str, Any]:
+    """``GET /jobs``: one page, newest first, and the cursor of the next (None at the end)."""
+    rows = await store.list_jobs(where, limit=limit + 1, after=after)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "jobs": [listing_doc(r) for r in rows],
+        "next_cursor": encode_cursor(rows[-1].key) if more and rows else None,
+    }
+
+
+def delivery_doc(row: DeliveryRow) -> dict[str, Any]:
+    return {
+        "message_id": row.message_id,
+        "state": row.state,
+        "provider_status": row.provider_status,
+        "received_at": iso(row.received_at),
+    }
+
+
+def completion_doc(row: CompletionRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "state": row.state,
+        "provider_status": row.provider_status,
+        "phase": row.phase,
+        "error": row.error,
+        "created_at": iso(row.created_at),
+        "resolve_attempts": row.attempts,
+        "result": (
+            None
+            if row.result_sha256 is None
+            else {
+                "sha256": row.result_sha256,
+                "bytes": row.result_bytes,
+                "available": row.result_path is not None,
+            }
+        ),
+    }
+
+
+def dispatch_doc(row: DispatchRow) -> dict[str, Any]:
+    return {
+        "handler": row.handler,
+        "state": row.state,
+        "attempts": row.attempts,
+        "last_error": row.last_error,
+        "next_attempt_at": iso(row.next_attempt_at) if row.state == "pending" else None,
+        "updated_at": iso(row.updated_at),
+    }
+
+
+async def job_detail(store: Store, source: str, job_id: str) -> dict[str, Any] | None:
+    """``GET /jobs/{source}/{job_id}``: the job, its deliveries, completion and dispatches."""
+    found = await store.list_jobs(JobFilter(source=source, job_id=job_id), limit=1)
+    if not found:
+        return None
+    completion = await store.completion_for(source, job_id)
+    return {
+        "job": listing_doc(found[0]),
+        "deliveries": [delivery_doc(d) for d in await store.deliveries_for(source, job_id)],
+        "completion": completion_doc(completion) if completion is not None else None,
+        "dispatches": [dispatch_doc(d) for d in await store.dispatches_for(source, job_id)],
+    }
+
+
+def stats_doc(period: str, since: float, stats: JobStats) -> dict[str, Any]:
+    """``GET /jobs/stats``: success rate is succeeded over terminal jobs (None with none)."""
+    return {
+        "period": period,
+        "since": iso(since),
+        "total": stats.total,
+        "by_state": dict(sorted(stats.by_state.items())),
+        "by_source": dict(sorted(stats.by_source.items())),
+        "terminal": stats.terminal,
+        "success_rate": round(stats.succeeded / stats.terminal, 4) if stats.terminal else None,
+        "processing_seconds": {
+            "count": stats.durations,
+            "avg": _round(stats.avg_seconds),
+            "p50": _round(stats.p50_seconds),
+            "p95": _round(stats.p95_seconds),
+        },
+        "handler_failures": stats.handler_failures,
+    }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

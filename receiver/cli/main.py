@@ -1,0 +1,88 @@
+"""The ``jobhook`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from receiver.cli.jobs import COMMANDS
+from receiver.errors import ConfigError
+from receiver.sim.command import simulate
+
+CONFIG_OPTION = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="JOBHOOK_CONFIG",
+    help="TOML configuration file (default: $JOBHOOK_CONFIG, then ./jobhook.toml).",
+)
+
+
+@click.group()
+@click.version_option(package_name="jobhook")
+def main() -> None:
+    """jobhook: verified, durable webhooks for document-processing APIs."""
+
+
+main.add_command(simulate)
+for command in COMMANDS:  # jobs, replay, track, wait (receiver.cli.jobs)
+    main.add_command(command)
+
+
+def _fail(exc: ConfigError) -> None:
+    click.echo(f"jobhook: {exc}", err=True)
+    sys.exit(2)
+
+
+@main.command()
+@CONFIG_OPTION
+@click.option("--host", help="Override server.host.")
+@click.option("--port", type=int, help="Override server.port.")
+def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
+    """Run the webhook receiver, dispatcher and poller."""
+    from receiver.service.serve import run
+
+    try:
+        run(config_path, host=host, port=port)
+    except ConfigError as exc:
+        _fail(exc)
+
+
+@main.command()
+@click.option("--jobs", default=12, show_default=True, help="How many jobs to submit.")
+@click.option("--drop", default=0.3, show_default=True, help="Fraction of webhooks lost.")
+@click.option("--seconds", default=90.0, show_default=True, help="Give up after this long.")
+def demo(jobs: int, drop: float, seconds: float) -> None:
+    """Run jobhook against a simulated provider that loses webhooks, and show what happens."""
+    import asyncio
+
+    from rich.console import Console
+
+    from receiver.cli.demo import run_demo
+    from receiver.ops.log import configure_logging
+
+    configure_logging("error", "console")
+    summary = asyncio.run(run_demo(jobs, drop, seconds, Console()))
+    sys.exit(0 if summary["results_written"] == jobs else 1)
+
+
+@main.command("check-config")
+@CONFIG_OPTION
+def check_config(config_path: Path | None) -> None:
+    """Validate the configuration (secrets resolved, handlers loaded) and exit."""
+    from receiver.config.settings import load_settings
+    from receiver.service.app import build_sources
+    from receiver.service.runtime import load_handlers
+
+    try:
+        settings = load_settings(config_path)
+        build_sources(settings)
+        load_handlers(settings)
+    except ConfigError as exc:
+        _fail(exc)
+    click.echo(
+        f"configuration OK: {len(settings.sources)} source(s), "
+        f"{len(settings.handlers)} handler(s), store {settings.store.url.split('://')[0]}"
+    )

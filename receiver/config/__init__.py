@@ -1,0 +1,35 @@
+"""Settings: TOML and JOBHOOK_* variables, validated once into frozen sections."""
+
+from receiver.config.settings import (
+    DEFAULT_CONFIG,
+    ENV_PREFIX,
+    DispatchSettings,
+    GenericSettings,
+    HandlerSettings,
+    LogSettings,
+    PollSettings,
+    ResultsSettings,
+    RetentionSettings,
+    ServerSettings,
+    Settings,
+    SourceSettings,
+    StoreSettings,
+    load_settings,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "ENV_PREFIX",
+    "DispatchSettings",
+    "GenericSettings",
+    "HandlerSettings",
+    "LogSettings",
+    "PollSettings",
+    "ResultsSettings",
+    "RetentionSettings",
+    "ServerSettings",
+    "Settings",
+    "SourceSettings",
+    "StoreSettings",
+    "load_settings",
+]

@@ -1,0 +1,1 @@
+"""Running it: metrics, retention, health probes and logging."""

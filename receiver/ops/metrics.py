@@ -1,0 +1,247 @@
+"""Every Prometheus metric jobhook exports, and the open ``GET /metrics`` route.
+
+Each app has its own ``CollectorRegistry``, so several apps in one process (tests, the demo)
+never share counters. Counters that happen per request or per delivery are pushed where they
+happen (``webhook``, ``delivered``, ``purged``); what long-lived parts count themselves (the job
+APIs' calls, the rate limiters' waits, the fetcher's bytes, the ingestor's events) is read at
+scrape time, and so are the backlog gauges, from the store.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import time
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
+from starlette.responses import Response
+
+from receiver.errors import JobhookError
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterator
+
+    from prometheus_client.metrics_core import Metric
+    from starlette.requests import Request
+
+    from receiver.service.runtime import Runtime
+    from receiver.store import Store
+
+UNKNOWN_SOURCE = "_unknown"
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_SLOW = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+BACKLOG_KINDS = ("resolving", "pending", "running", "dead")
+
+
+class Metrics:
+    """The registry of one app and its metrics; ``runtime`` is bound by the lifespan."""
+
+    def __init__(self, sources: Collection[str] = ()) -> None:
+        self._sources = frozenset(sources)
+        self.runtime: Runtime | None = None
+        r = self.registry = CollectorRegistry()
+        self.answers = WebhookAnswers()
+        r.register(self.answers)
+        self.deliveries = Counter(
+            "jobhook_handler_deliveries",
+            "Handler attempts by handler and outcome: succeeded, retry, dead.",
+            ["handler", "outcome"],
+            registry=r,
+        )
+        self.delivery_seconds = Histogram(
+            "jobhook_handler_seconds",
+            "How long one handler attempt took.",
+            ["handler"],
+            buckets=_FAST,
+            registry=r,
+        )
+        self.delivery_delay = Histogram(
+            "jobhook_handler_delay_seconds",
+            "From a job's completion to the start of a handler attempt.",
+            ["handler"],
+            buckets=_SLOW,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "jobhook_queue_depth",
+            "Work not yet delivered: completions resolving, dispatches pending/running/dead.",
+            ["kind"],
+            registry=r,
+        )
+        self.oldest_pending = Gauge(
+            "jobhook_oldest_pending_seconds",
+            "Age of the oldest completion or dispatch not yet delivered (0 when none).",
+            registry=r,
+        )
+        self.store_up = Gauge(
+            "jobhook_store_up", "1 when the store answered at the last scrape.", registry=r
+        )
+        self.purged = Counter(
+            "jobhook_purged",
+            "Retention: jobs purged, and result files deleted.",
+            ["what"],
+            registry=r,
+        )
+        r.register(_RuntimeCollector(self))
+
+    def source_label(self, source: str) -> str:
+        """Unknown sources share one label: the URL must not mint new time series."""
+        return source if source in self._sources else UNKNOWN_SOURCE
+
+    def webhook(self, source: str, outcome: str, seconds: float, reason: str | None = None) -> None:
+        """One webhook request answered; ``reason`` for a rejection."""
+        self.answers.count(self.source_label(source), outcome, seconds, reason)
+
+    def delivered(self, handler: str, outcome: str, seconds: float) -> None:
+        """The Dispatcher's ``on_delivered``: "started" carries the delay since completion."""
+        if outcome == "started":
+            self.delivery_delay.labels(handler).observe(max(seconds, 0.0))
+            return
+        self.deliveries.labels(handler, outcome).inc()
+        self.delivery_seconds.labels(handler).observe(seconds)
+
+    async def refresh(self, store: Store) -> None:
+        """Set the backlog gauges from the store (``store_up`` 0 when it does not answer)."""
+        try:
+            backlog = await store.backlog()
+        except JobhookError:
+            self.store_up.set(0)
+            return
+        self.store_up.set(1)
+        for kind in BACKLOG_KINDS:
+            self.queue_depth.labels(kind).set(getattr(backlog, kind))
+        oldest = backlog.oldest_pending_at
+        self.oldest_pending.set(0.0 if oldest is None else max(time.time() - oldest, 0.0))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class WebhookAnswers:
+    """The webhook counters (``jobhook_webhooks``, ``jobhook_webhook_rejections``,
+    ``jobhook_webhook_seconds``), counted in plain dicts and rendered at scrape time.
+
+    prometheus_client's children take a lock for every ``inc`` and ``observe``, and these run
+    for every request: 1.2 us a webhook against 0.3 (timeit). No lock is needed: requests are
+    answered and scrapes rendered on the event loop's thread alone. The exposition is the one
+    prometheus_client's own Counter and Histogram write, ``_created`` samples included.
+    """
+
+    def __init__(self) -> None:
+        self.answered: dict[tuple[str, str], list[float]] = {}
+        """(source, outcome) -> [count, created]"""
+        self.rejected: dict[tuple[str, str], list[float]] = {}
+        """(source, reason) -> [count, created]"""
+        self.seconds: dict[str, list[float]] = {}
+        """outcome -> [count in each bucket of _FAST, count above them, sum, created]"""
+
+    def count(self, source: str, outcome: str, seconds: float, reason: str | None) -> None:
+        """One answer; ``reason`` for a rejection (its outcome is then ``rejected``)."""
+        if reason:
+            outcome = "rejected"
+            _count(self.rejected, (source, reason))
+        _count(self.answered, (source, outcome))
+        timing = self.seconds.get(outcome)
+        if timing is None:
+            timing = self.seconds[outcome] = [0] * (len(_FAST) + 1) + [0.0, time.time()]
+        timing[bisect.bisect_left(_FAST, seconds)] += 1  # the first bucket whose bound >= it
+        timing[-2] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        yield _counters(
+            "jobhook_webhooks",
+            "Webhook requests by source and outcome: accepted, duplicate, rejected, failed.",
+            ["source", "outcome"],
+            self.answered,
+        )
+        yield _counters(
+            "jobhook_webhook_rejections",
+            "Webhooks refused with a 4xx, by source and reason (bad_signature, ...).",
+            ["source", "reason"],
+            self.rejected,
+        )
+        timed = HistogramMetricFamily(
+            "jobhook_webhook_seconds",
+            "Time to read, verify and durably store a webhook, by outcome.",
+            labels=["outcome"],
+        )
+        bounds = [*map(floatToGoString, _FAST), "+Inf"]
+        for outcome, timing in self.seconds.items():
+            cumulative = list(itertools.accumulate(timing[: len(bounds)]))
+            timed.add_metric([outcome], list(zip(bounds, cumulative, strict=True)), timing[-2])
+            timed.samples.append(Sample(timed.name + "_created", {"outcome": outcome}, timing[-1]))
+        yield timed
+
+
+def _counters(
+    name: str, documentation: str, labels: list[str], counts: dict[tuple[str, str], list[float]]
+) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, documentation, labels=labels)
+    for values, (count, created) in counts.items():
+        family.add_metric(values, count, created=created)
+    return family
+
+
+def _count(counts: dict[tuple[str, str], list[float]], key: tuple[str, str]) -> None:
+    entry = counts.get(key)
+    if entry is None:
+        counts[key] = [1, time.time()]
+    else:
+        entry[0] += 1
+
+
+class _RuntimeCollector:
+    """Reads, at scrape time, what the runtime's long-lived parts count themselves."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        runtime = self._metrics.runtime
+        calls = CounterMetricFamily(
+            "jobhook_provider_api_calls",
+            "Calls to providers' job APIs (polls and confirmations) by source and status.",
+            labels=["source", "status"],
+        )
+        waits = CounterMetricFamily(
+            "jobhook_rate_limit_waits",
+            "Requests that waited for a slot of the provider's rate budget, by source.",
+            labels=["source"],
+        )
+        waited = CounterMetricFamily(
+            "jobhook_rate_limit_wait_seconds",
+            "Time spent waiting for the provider's rate budget, by source.",
+            labels=["source"],
+        )
+        fetched = CounterMetricFamily(
+            "jobhook_result_bytes_fetched", "Bytes of results downloaded from result URLs."
+        )
+        events = CounterMetricFamily(
+            "jobhook_events",
+            "Events stored, by how they came (webhook, poll, track, list) and outcome "
+            "(accepted, completed, duplicate).",
+            labels=["via", "outcome"],
+        )
+        if runtime is not None:
+            for name, api in sorted(runtime.apis.items()):
+                for status, count in sorted(api.calls.items()):
+                    calls.add_metric([name, status], count)
+                waits.add_metric([name], api.limiter.waits)
+                waited.add_metric([name], api.limiter.waited)
+            fetcher = getattr(runtime, "fetcher", None)
+            fetched.add_metric([], fetcher.bytes_fetched if fetcher is not None else 0)
+            for (via, outcome), count in sorted(runtime.ingestor.counts.items()):
+                events.add_metric([via, outcome], count)
+        yield from (calls, waits, waited, fetched, events)
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    """``GET /metrics``: the Prometheus text format, with the backlog counted now."""
+    metrics: Metrics = request.app.state.metrics
+    await metrics.refresh(request.app.state.store)
+    return Response(metrics.render(), media_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -1,0 +1,1 @@
+"""A completion goes out: confirm, resolve and fetch the result, dispatch to handlers."""

@@ -1,0 +1,225 @@
+"""The dispatcher: leases resolved completions' deliveries and runs each matching handler.
+
+One loop step (``run_once``) claims as much due work as there are free slots: completions to
+resolve (once each, for all their handlers) and (completion, handler) dispatches to deliver.
+It wakes on commit (``wake``), not on a timer; the timer only covers retries falling due,
+and leases left behind by a process that died.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from receiver.backoff import backoff_delay
+from receiver.completion import Completion
+from receiver.errors import JobhookError, RetryableError
+from receiver.loops import wait_either, worker_id
+from receiver.pipeline.resolver import ref_from_json
+from receiver.store import Resolution
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Mapping
+    from typing import Any
+
+    from handlers import Handler
+    from receiver.config.settings import HandlerSettings
+    from receiver.pipeline.resolver import Resolver
+    from receiver.store import CompletionRow, DispatchRow, Store
+
+log = structlog.get_logger(__name__)
+IDLE_RECHECK_SECONDS = 5.0
+
+
+class Dispatcher:
+    """Runs handlers for completions, each delivery tracked on its own: attempts, backoff, dead."""
+
+    def __init__(
+        self,
+        store: Store,
+        handlers: Mapping[str, Handler],
+        policies: Mapping[str, HandlerSettings],
+        resolver: Resolver,
+        *,
+        concurrency: int = 8,
+        lease_seconds: float = 60.0,
+        max_resolve_attempts: int = 12,
+        clock: Callable[[], float] = time.time,
+        owner: str | None = None,
+        on_delivered: Callable[[str, str, float], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.handlers = dict(handlers)
+        self.policies = dict(policies)
+        self.resolver = resolver
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.max_resolve_attempts = max_resolve_attempts
+        self.owner = owner or worker_id()
+        self._clock = clock
+        self._wakeup = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._on_delivered = on_delivered
+
+    def wake(self) -> None:
+        """New work was committed: look for it now."""
+        self._wakeup.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def run_once(self) -> int:
+        """Claim due work for every free slot and start it; return how much was started."""
+        free = self.concurrency - len(self._tasks)
+        if free <= 0:
+            return 0
+        now = self._clock()
+        completions = await self.store.claim_completions(self.owner, free, self.lease_seconds, now)
+        for row in completions:
+            self._spawn(self._resolve(row))
+        free -= len(completions)
+        pairs: list[tuple[DispatchRow, CompletionRow]] = []
+        if free > 0:
+            pairs = await self.store.claim_dispatches(self.owner, free, self.lease_seconds, now)
+            for dispatch, completion in pairs:
+                self._spawn(self._deliver(dispatch, completion))
+        return len(completions) + len(pairs)
+
+    async def run(self, stop: asyncio.Event, grace: float = 10.0) -> None:
+        """Repeat ``run_once`` until ``stop``; then finish in-flight work within ``grace``."""
+        renewer = asyncio.create_task(self._renew_leases(stop), name="lease-renewer")
+        try:
+            while not stop.is_set():
+                self._wakeup.clear()
+                try:
+                    started = await self.run_once()
+                except Exception as exc:
+                    log.error("dispatch_step_failed", error=str(exc))
+                    started = 0
+                    await wait_either(stop, self._wakeup, 1.0)
+                    continue
+                if started and len(self._tasks) < self.concurrency:
+                    continue
+                await wait_either(stop, self._wakeup, await self._idle_timeout())
+        finally:
+            renewer.cancel()
+            await self._drain(grace)
+
+    async def _idle_timeout(self) -> float:
+        if len(self._tasks) >= self.concurrency:
+            return IDLE_RECHECK_SECONDS  # a finishing task wakes us sooner
+        try:
+            due = await self.store.next_due()
+        except JobhookError:
+            return 1.0
+        if due is None:
+            return IDLE_RECHECK_SECONDS
+        return min(max(due - self._clock(), 0.0), IDLE_RECHECK_SECONDS)
+
+    async def _drain(self, grace: float) -> None:
+        if self._tasks:
+            log.info("dispatch_draining", in_flight=len(self._tasks), grace=grace)
+            _, pending = await asyncio.wait(self._tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=5)
+        try:
+            released = await self.store.release(self.owner)
+        except JobhookError as exc:
+            log.warning("lease_release_failed", error=str(exc))
+            return
+        if released:
+            log.info("leases_released", count=released)
+
+    async def _renew_leases(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await wait_either(stop, asyncio.Event(), self.lease_seconds / 3)
+            if self._tasks and not stop.is_set():
+                try:
+                    await self.store.renew(self.owner, self._clock() + self.lease_seconds)
+                except JobhookError as exc:
+                    log.warning("lease_renew_failed", error=str(exc))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._wakeup.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("dispatch_task_crashed", error=repr(task.exception()))
+
+    async def _resolve(self, row: CompletionRow) -> None:
+        bound = log.bind(source=row.source, job_id=row.job_id)
+        try:
+            resolution = await self.resolver.resolve(row, ref_from_json(row.result_ref))
+        except Exception as exc:  # any failure of a step is retried, never lost
+            if row.attempts < self.max_resolve_attempts:
+                retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
+                delay = max(backoff_delay(row.attempts, 2.0, 600.0), retry_after or 0.0)
+                bound.warning(
+                    "resolve_retry", attempt=row.attempts, delay=round(delay, 2), error=str(exc)
+                )
+                await self.store.retry_completion(
+                    row.id, self.owner, str(exc), self._clock() + delay
+                )
+                return
+            bound.error("resolve_gave_up", attempts=row.attempts, error=str(exc))
+            resolution = Resolution(error=f"result could not be resolved: {exc}")
+        await self.store.resolve_completion(row.id, self.owner, resolution)
+        bound.info("completion_resolved", bytes=resolution.result_bytes, error=resolution.error)
+        self.wake()
+
+    async def _deliver(self, dispatch: DispatchRow, row: CompletionRow) -> None:
+        bound = log.bind(
+            source=row.source,
+            job_id=row.job_id,
+            handler=dispatch.handler,
+            attempt=dispatch.attempts,
+        )
+        handler = self.handlers.get(dispatch.handler)
+        policy = self.policies.get(dispatch.handler)
+        if handler is None or policy is None:
+            bound.error("dispatch_dead", error="handler is no longer configured")
+            await self.store.finish_dispatch(
+                dispatch.id,
+                self.owner,
+                error="handler is no longer configured",
+                next_attempt_at=None,
+            )
+            return
+        started = self._clock()
+        if self._on_delivered is not None:
+            self._on_delivered(dispatch.handler, "started", started - row.created_at)
+        try:
+            await handler.handle(Completion.from_row(row))
+        except Exception as exc:  # a handler raising means "retry later"
+            error = f"{type(exc).__name__}: {exc}"[:2000]
+            if dispatch.attempts >= policy.max_attempts:
+                bound.error("dispatch_dead", error=error)
+                await self.store.finish_dispatch(
+                    dispatch.id, self.owner, error=error, next_attempt_at=None
+                )
+                outcome = "dead"
+            else:
+                delay = backoff_delay(dispatch.attempts, policy.backoff_initial, policy.backoff_max)
+                bound.warning("dispatch_retry", delay=round(delay, 2), error=error)
+                await self.store.finish_dispatch(
+                    dispatch.id, self.owner, error=error, next_attempt_at=self._clock() + delay
+                )
+                outcome = "retry"
+        else:
+            await self.store.finish_dispatch(
+                dispatch.id, self.owner, error=None, next_attempt_at=None
+            )
+            bound.info("dispatch_succeeded", seconds=round(self._clock() - started, 4))
+            outcome = "succeeded"
+        if self._on_delivered is not None:
+            self._on_delivered(dispatch.handler, outcome, self._clock() - started)

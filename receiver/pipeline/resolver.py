@@ -1,0 +1,128 @@
+"""Resolve a completion once, for all its handlers: confirm with the job API, store the result."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import structlog
+
+from receiver.errors import FetchError, ProviderError, RetryableError
+from receiver.files import atomic_write, safe_name
+from receiver.models import ResultRef, State
+from receiver.pipeline.confidence import job_confidence
+from receiver.providers.jobapi import JobNotFoundError
+from receiver.store import Resolution
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from receiver.pipeline.fetch import ResultFetcher
+    from receiver.providers.jobapi import JobAPI
+    from receiver.store import CompletionRow
+
+log = structlog.get_logger(__name__)
+MAX_URL_REFRESHES = 3
+
+
+class Resolver:
+    """Turns a leased completion into a Resolution, or raises RetryableError to try later."""
+
+    def __init__(
+        self, apis: dict[str, JobAPI | None], fetcher: ResultFetcher | None, results_dir: Path
+    ) -> None:
+        self._apis = apis
+        self._fetcher = fetcher
+        self._dir = results_dir
+
+    def result_path(self, source: str, job_id: str) -> Path:
+        return self._dir / safe_name(source) / f"{safe_name(job_id)}.result"
+
+    async def resolve(self, completion: CompletionRow, ref: ResultRef | None) -> Resolution:
+        """Confirm (when the webhook carried no result) and store the result on disk."""
+        api = self._apis.get(completion.source)
+        state: State | None = None
+        provider_status: str | None = None
+        error: str | None = None
+        if ref is None and api is not None and completion.state != State.EXPIRED:
+            try:
+                status = await api.get_job(completion.job_id)
+            except JobNotFoundError as exc:
+                return Resolution(error=str(exc))
+            if not status.state.terminal:
+                raise ProviderError(
+                    f"{completion.source}: job {completion.job_id} is still "
+                    f"{status.provider_status!r} in the job API"
+                )
+            ref, error = status.result, status.error
+            state, provider_status = status.state, status.provider_status
+        if ref is None:
+            return Resolution(error=error, state=state, provider_status=provider_status)
+        dest = self.result_path(completion.source, completion.job_id)
+        if ref.url is None:
+            return _with(await _store_inline(ref.inline, dest), error, state, provider_status)
+        return _with(
+            await self._download(completion, ref, dest, api), error, state, provider_status
+        )
+
+    async def _download(
+        self, completion: CompletionRow, ref: ResultRef, dest: Path, api: JobAPI | None
+    ) -> Resolution:
+        if self._fetcher is None:
+            return Resolution(error="result is a URL but no fetcher is configured")
+        for refresh in range(MAX_URL_REFRESHES + 1):
+            assert ref.url is not None
+            try:
+                info = await self._fetcher.fetch(ref.url, dest, expected_sha256=ref.sha256)
+            except FetchError as exc:
+                if exc.permanent:
+                    log.warning(
+                        "result_refused",
+                        source=completion.source,
+                        job_id=completion.job_id,
+                        error=str(exc),
+                    )
+                    return Resolution(error=f"result not fetched: {exc}")
+                if not exc.expired or api is None or refresh == MAX_URL_REFRESHES:
+                    raise
+                log.info("result_url_expired", source=completion.source, job_id=completion.job_id)
+                status = await api.get_job(completion.job_id)
+                if status.result is None or status.result.url is None:
+                    return Resolution(error="result URL expired and the job API has no new one")
+                ref = status.result
+                continue
+            return Resolution(str(info.path), info.sha256, info.bytes)
+        raise RetryableError("unreachable")  # pragma: no cover
+
+
+def _with(
+    resolution: Resolution, error: str | None, state: State | None, provider_status: str | None
+) -> Resolution:
+    return dataclasses.replace(
+        resolution, error=resolution.error or error, state=state, provider_status=provider_status
+    )
+
+
+async def _store_inline(value: Any, dest: Path) -> Resolution:
+    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    await anyio.to_thread.run_sync(atomic_write, dest, data)
+    return Resolution(
+        str(dest), hashlib.sha256(data).hexdigest(), len(data), confidence=job_confidence(value)
+    )
+
+
+def ref_to_json(ref: ResultRef | None) -> str | None:
+    """How a result reference is kept in the store until the completion is resolved."""
+    if ref is None:
+        return None
+    return json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+
+
+def ref_from_json(text: str | None) -> ResultRef | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return ResultRef(inline=data.get("inline"), url=data.get("url"), sha256=data.get("sha256"))

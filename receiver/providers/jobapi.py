@@ -1,0 +1,104 @@
+"""A provider's job API, spoken within its rate budget, with its failures translated once."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import structlog
+
+from receiver import jsontext
+from receiver.backoff import retry_after
+from receiver.errors import ProviderError
+
+if TYPE_CHECKING:
+    from receiver.providers import JobStatus, ListedJob, Provider
+    from receiver.providers.ratelimit import RateLimiter
+    from receiver.secret import Secret
+
+log = structlog.get_logger(__name__)
+
+
+class JobNotFoundError(ProviderError):
+    """The provider does not know the job (never existed, or purged): asking again won't help."""
+
+
+class JobAPI:
+    """``GET`` a job (or a page of the job list) for one source."""
+
+    def __init__(
+        self,
+        *,
+        source: str,
+        provider: Provider,
+        base_url: str,
+        api_key: Secret,
+        client: httpx.AsyncClient,
+        limiter: RateLimiter,
+    ) -> None:
+        self.source = source
+        self.provider = provider
+        self._base = base_url.rstrip("/")
+        self._api_key = api_key
+        self._client = client
+        self.limiter = limiter
+        self.calls: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"JobAPI(source={self.source!r}, base_url={self._base!r})"
+
+    async def get_job(self, job_id: str) -> JobStatus:
+        """The job's current status and result reference; ProviderError when it can't be had."""
+        body = await self._get(self.provider.job_path(job_id), job_id=job_id)
+        return self.provider.parse_job(body, source=self.source, job_id=job_id)
+
+    async def list_jobs(
+        self, *, cursor: str | None = None, status: str | None = None
+    ) -> tuple[list[ListedJob], str | None] | None:
+        """One page of the provider's job list, or None when it has no list endpoint."""
+        path = self.provider.list_path(cursor=cursor, status=status)
+        if path is None:
+            return None
+        return self.provider.parse_list(await self._get(path, job_id=None))
+
+    async def _get(self, path: str, *, job_id: str | None) -> Any:
+        await self.limiter.acquire()
+        headers = self.provider.auth_headers(self._api_key.reveal())
+        try:
+            response = await self._client.get(self._base + path, headers=headers)
+        except httpx.TimeoutException as exc:
+            self._count("timeout")
+            raise ProviderError(f"{self.source}: job API timed out") from exc
+        except httpx.TransportError as exc:
+            self._count("error")
+            raise ProviderError(
+                f"{self.source}: job API unreachable: {type(exc).__name__}"
+            ) from exc
+        self._count(str(response.status_code))
+        self.limiter.observe(response.headers)
+        if response.status_code == 429 or response.status_code >= 500:
+            wait = retry_after(response.headers) or self.provider.retry_hint(_json(response))
+            if response.status_code == 429:
+                self.limiter.defer(wait if wait is not None else self.limiter.interval * 2)
+            raise ProviderError(
+                f"{self.source}: job API answered {response.status_code}", retry_after=wait
+            )
+        if response.status_code == 404 and job_id is not None:
+            raise JobNotFoundError(f"{self.source}: job {job_id!r} not found")
+        if response.status_code >= 400:
+            raise ProviderError(f"{self.source}: job API answered {response.status_code}")
+        body = _json(response)
+        if body is None:
+            raise ProviderError(f"{self.source}: job API answered invalid JSON")
+        return body
+
+    def _count(self, outcome: str) -> None:
+        self.calls[outcome] = self.calls.get(outcome, 0) + 1
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return jsontext.loads(response.content)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None

@@ -1,0 +1,1 @@
+"""The composition root: the app, its resources, and serving it under uvicorn."""

@@ -1,0 +1,152 @@
+"""``create_app``: the Starlette application, its routes and the lifespan that owns resources."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from receiver.admin.routes import admin_routes
+from receiver.errors import RejectedError, RetryableError
+from receiver.intake import webhooks
+from receiver.ops import health
+from receiver.ops.log import SINK
+from receiver.ops.metrics import Metrics, metrics_endpoint
+from receiver.providers import get_provider
+from receiver.service.openapi import openapi_endpoint
+from receiver.service.runtime import Runtime, load_handlers
+from receiver.signatures import build_verifier
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from starlette.responses import Response
+    from starlette.types import Receive, Scope, Send
+
+    from receiver.config.settings import Settings
+    from receiver.store import Store
+
+log = structlog.get_logger("receiver.app")
+
+
+def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
+    """One verifier (of the source's signature scheme) and adapter per configured source."""
+    return {
+        name: webhooks.Source(
+            name,
+            get_provider(cfg.provider, cfg),
+            build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
+        )
+        for name, cfg in settings.sources.items()
+    }
+
+
+async def _rejected(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RejectedError)
+    return JSONResponse({"error": exc.reason, "detail": exc.detail}, status_code=exc.status_code)
+
+
+async def _retryable(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RetryableError)
+    retry_after = str(round(exc.retry_after)) if exc.retry_after else "5"
+    return JSONResponse(
+        {"error": "unavailable", "detail": str(exc)},
+        status_code=503,
+        headers={"Retry-After": retry_after},
+    )
+
+
+WEBHOOKS = "/webhooks/"
+
+
+class App(Starlette):
+    """Starlette, but ``POST /webhooks/{source}`` goes straight to the webhook endpoint.
+
+    That route is nearly all of the traffic, and Starlette's error middleware, exception
+    middleware and router cost it ~17 us a request (bench ingest: 4,256 -> 4,600 req/s). It
+    is answered here exactly as the routed path answers it:
+    rejections through the same handlers, any other exception left to uvicorn's 500. Every
+    other request, and a webhook path the route would not match, goes through Starlette.
+    """
+
+    webhook: webhooks.WebhookEndpoint | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.webhook is not None and scope["type"] == "http" and scope["method"] == "POST":
+            path: str = scope["path"]
+            source = path[len(WEBHOOKS) :]
+            if path.startswith(WEBHOOKS) and source and "/" not in source:
+                scope["app"] = self
+                scope["path_params"] = {"source": source}
+                try:
+                    await self.webhook(scope, receive, send)
+                except RejectedError as exc:
+                    await (await _rejected(Request(scope), exc))(scope, receive, send)
+                except RetryableError as exc:
+                    await (await _retryable(Request(scope), exc))(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings, *, store: Store | None = None) -> App:
+    """Build the application; resources are opened by the lifespan, not here.
+
+    Sources and handlers are built now, so a bad secret or handler stops startup.
+    """
+    sources = build_sources(settings)
+    handlers = load_handlers(settings)
+    metrics = Metrics(sources)
+    admin = admin_routes(settings.server.admin_token)
+    webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        with SINK.batching_in(asyncio.get_running_loop()):
+            runtime = Runtime(settings, handlers, store, metrics)
+            await runtime.start()
+            metrics.runtime = runtime
+            app.state.runtime = runtime
+            app.state.store = runtime.store
+            app.state.ingestor = webhook.ingestor = runtime.ingestor
+            log.info(
+                "started",
+                sources=sorted(sources),
+                handlers=sorted(handlers),
+                store=repr(runtime.store),
+            )
+            if not sources:
+                hint = "every webhook will answer 404 until one is configured"
+                log.warning("no_sources", hint=hint)
+            if not admin:
+                log.info(
+                    "admin_routes_off", hint="set server.admin_token to serve /jobs and /events"
+                )
+            try:
+                yield
+            finally:
+                await runtime.stop()
+                log.info("stopped")
+
+    app = App(
+        routes=[
+            Route(WEBHOOKS + "{source}", webhook, methods=["POST"]),
+            Route("/healthz", health.healthz, methods=["GET"]),
+            Route("/readyz", health.readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/openapi.json", openapi_endpoint, methods=["GET"]),
+            *admin,
+        ],
+        exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
+        lifespan=lifespan,
+    )
+    app.webhook = webhook
+    app.state.settings = settings
+    app.state.sources = sources
+    app.state.metrics = metrics
+    return app

@@ -1,0 +1,240 @@
+"""``GET /openapi.json``: an OpenAPI 3.0 description of the routes this app has mounted.
+
+The operations are kept by hand here, next to nothing else, and the document lists only those
+whose route is mounted (no admin routes without a token); a test checks that every mounted
+route has an operation and that no operation describes a route that does not exist.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from receiver.admin.query import MAX_LIMIT, PERIODS
+from receiver.models import State
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from starlette.requests import Request
+    from starlette.routing import BaseRoute
+
+Json = dict[str, Any]
+
+
+def _ref(name: str) -> Json:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str, **extra: Any) -> Json:
+    return {"type": kind, "nullable": True, **extra}
+
+
+def _json(schema: Json, description: str) -> Json:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _query(name: str, schema: Json, description: str, **extra: Any) -> Json:
+    return {"name": name, "in": "query", "required": False, "schema": schema,
+            "description": description, **extra}  # fmt: skip
+
+
+_PATH = [
+    {"name": "source", "in": "path", "required": True, "schema": {"type": "string"}},
+    {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
+]
+_ERROR = _json(_ref("Error"), "refused: see error and detail")
+_AUTH = {"401": _json(_ref("Error"), "no valid bearer token")}
+_STATES = [s.value for s in State]
+_FILTERS = [
+    _query("source", {"type": "string"}, "only this source"),
+    _query("state", {"type": "string", "enum": _STATES}, "only this canonical state"),
+    _query("created_after", {"type": "string"}, "ISO 8601 (UTC unless offset) or Unix seconds"),
+    _query("created_before", {"type": "string"}, "ISO 8601 (UTC unless offset) or Unix seconds"),
+    _query("metadata", {"type": "array", "items": {"type": "string"}},
+           "key:value the job's metadata must hold; repeatable", style="form", explode=True),
+    _query("min_confidence", {"type": "number"}, "jobs whose least confident field is at least"),
+]  # fmt: skip
+
+# fmt: off
+SCHEMAS: Json = {
+    "Error": {"type": "object", "required": ["error"],
+              "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
+    "Result": {"type": "object", "nullable": True, "properties": {
+        "sha256": {"type": "string"}, "bytes": {"type": "integer"},
+        "available": {"type": "boolean"}}},
+    "Job": {"type": "object", "required": ["source", "job_id", "state", "terminal"],
+            "properties": {
+        "source": {"type": "string"}, "job_id": {"type": "string"},
+        "state": {"type": "string", "enum": _STATES}, "provider_status": {"type": "string"},
+        "terminal": {"type": "boolean"}, "metadata": {"type": "object"},
+        "error": _nullable("string"),
+        "progress": {"type": "object", "nullable": True, "properties": {
+            "done": _nullable("integer"), "total": _nullable("integer")}},
+        "expected_pages": _nullable("integer"), "created_at": {"type": "string"},
+        "updated_at": {"type": "string"}, "terminal_at": _nullable("string"),
+        "processing_seconds": _nullable("number"), "confidence": _nullable("number"),
+        "result": _ref("Result")}},
+    "JobPage": {"type": "object", "required": ["jobs", "next_cursor"], "properties": {
+        "jobs": {"type": "array", "items": _ref("Job")}, "next_cursor": _nullable("string")}},
+    "JobDetail": {"type": "object", "required": ["job", "deliveries", "completion", "dispatches"],
+                  "properties": {
+        "job": _ref("Job"),
+        "deliveries": {"type": "array", "items": {"type": "object", "properties": {
+            "message_id": {"type": "string"}, "state": {"type": "string"},
+            "provider_status": {"type": "string"}, "received_at": {"type": "string"}}}},
+        "completion": {"type": "object", "nullable": True, "properties": {
+            "id": {"type": "integer"}, "state": {"type": "string"}, "phase": {"type": "string"},
+            "error": _nullable("string"), "result": _ref("Result")}},
+        "dispatches": {"type": "array", "items": {"type": "object", "properties": {
+            "handler": {"type": "string"}, "state": {"type": "string"},
+            "attempts": {"type": "integer"}, "last_error": _nullable("string"),
+            "next_attempt_at": _nullable("string")}}}}},
+    "Stats": {"type": "object", "required": ["period", "total", "by_state", "by_source"],
+              "properties": {
+        "period": {"type": "string"}, "since": {"type": "string"},
+        "total": {"type": "integer"}, "terminal": {"type": "integer"},
+        "by_state": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "by_source": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "success_rate": _nullable("number"),
+        "processing_seconds": {"type": "object", "properties": {
+            "count": {"type": "integer"}, "avg": _nullable("number"),
+            "p50": _nullable("number"), "p95": _nullable("number")}},
+        "handler_failures": {"type": "object"}}},
+    "TrackRequest": {"type": "object", "required": ["source", "job_id"],
+                     "additionalProperties": False, "properties": {
+        "source": {"type": "string", "minLength": 1, "maxLength": 256},
+        "job_id": {"type": "string", "minLength": 1, "maxLength": 256},
+        "metadata": {"type": "object"},
+        "pages": {"type": "integer", "minimum": 1, "maximum": 1000000, "nullable": True}}},
+    "ReplayRequest": {"type": "object", "additionalProperties": False, "properties": {
+        "handler": {"type": "string", "minLength": 1, "maxLength": 256, "nullable": True},
+        "include_succeeded": {"type": "boolean"}}},
+}
+
+OPERATIONS: dict[tuple[str, str], Json] = {
+    ("/webhooks/{source}", "post"): {
+        "summary": "Receive a signed webhook from a provider",
+        "security": [],
+        "parameters": [_PATH[0]],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}},
+        "responses": {"200": _json({"type": "object", "properties": {
+            "status": {"type": "string", "enum": ["accepted", "duplicate"]},
+            "job_id": {"type": "string"}, "state": {"type": "string"}}}, "stored durably"),
+            "400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR,
+            "503": _json(_ref("Error"), "the store cannot commit: retry")},
+    },
+    ("/healthz", "get"): {"summary": "The process is alive", "security": [],
+                          "responses": {"200": {"description": "alive"}}},
+    ("/readyz", "get"): {"summary": "The store answers", "security": [],
+                         "responses": {"200": {"description": "ready"},
+                                       "503": {"description": "store unavailable"}}},
+    ("/metrics", "get"): {"summary": "Prometheus metrics", "security": [],
+                          "responses": {"200": {"description": "text exposition format",
+                                                "content": {"text/plain": {}}}}},
+    ("/openapi.json", "get"): {"summary": "This document", "security": [],
+                               "responses": {"200": {"description": "OpenAPI 3.0"}}},
+    ("/jobs", "get"): {
+        "summary": "List jobs, newest first",
+        "parameters": [*_FILTERS,
+                       _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                              "page size (default 50)"),
+                       _query("cursor", {"type": "string"}, "next_cursor of the previous page")],
+        "responses": {"200": _json(_ref("JobPage"), "one page"), "400": _ERROR, **_AUTH},
+    },
+    ("/jobs", "post"): {
+        "summary": "Track a job just submitted to a provider (idempotent)",
+        "requestBody": {"required": True,
+                        "content": {"application/json": {"schema": _ref("TrackRequest")}}},
+        "responses": {"200": _json({"type": "object", "properties": {
+            "status": {"type": "string"}, "job": _ref("Job")}}, "tracked"),
+            "400": _ERROR, "404": _ERROR, "413": _ERROR, **_AUTH},
+    },
+    ("/jobs/stats", "get"): {
+        "summary": "Totals, states, sources, success rate, processing time, handler failures",
+        "parameters": [_query("period", {"type": "string", "enum": list(PERIODS)},
+                              "jobs created in the last period (default 24h)")],
+        "responses": {"200": _json(_ref("Stats"), "the figures"), "400": _ERROR, **_AUTH},
+    },
+    ("/jobs/export", "get"): {
+        "summary": "Every matching job, streamed as CSV or JSON Lines",
+        "parameters": [*_FILTERS,
+                       _query("format", {"type": "string", "enum": ["csv", "jsonl"]},
+                              "jsonl (default) or csv"),
+                       _query("include_result", {"type": "boolean"},
+                              "jsonl: add result_data, the stored result when it is JSON")],
+        "responses": {"200": {"description": "the export", "content": {
+            "text/csv": {}, "application/x-ndjson": {}}}, "400": _ERROR, **_AUTH},
+    },
+    ("/jobs/{source}/{job_id}", "get"): {
+        "summary": "A job with its deliveries, completion and handler dispatches",
+        "parameters": _PATH,
+        "responses": {"200": _json(_ref("JobDetail"), "the job"), "404": _ERROR, **_AUTH},
+    },
+    ("/jobs/{source}/{job_id}/wait", "get"): {
+        "summary": "Long-poll until the job is terminal",
+        "parameters": [*_PATH, _query("timeout", {"type": "number", "minimum": 0,
+                                                  "maximum": 300}, "seconds (default 30)")],
+        "responses": {"200": _json(_ref("JobDetail"), "terminal"),
+                      "202": _json(_ref("JobDetail"), "timed out: not terminal yet"),
+                      "400": _ERROR, "404": _ERROR, **_AUTH},
+    },
+    ("/jobs/{source}/{job_id}/replay", "post"): {
+        "summary": "Queue a job's dead (or also succeeded) handler dispatches again",
+        "parameters": _PATH,
+        "requestBody": {"required": False,
+                        "content": {"application/json": {"schema": _ref("ReplayRequest")}}},
+        "responses": {"200": _json({"type": "object", "properties": {
+            "requeued": {"type": "integer"}}}, "how many were queued"),
+            "400": _ERROR, "404": _ERROR, "413": _ERROR, **_AUTH},
+    },
+    ("/events", "get"): {
+        "summary": "Completions as server-sent events, resumable with Last-Event-ID",
+        "parameters": [
+            {"name": "Last-Event-ID", "in": "header", "required": False,
+             "schema": {"type": "string"}},
+            _query("last_event_id", {"type": "integer", "minimum": 0},
+                   "like the Last-Event-ID header"),
+            _query("heartbeat", {"type": "number", "minimum": 0.1, "maximum": 300},
+                   "seconds between heartbeat comments (default 15)")],
+        "responses": {"200": {"description": "text/event-stream",
+                              "content": {"text/event-stream": {}}},
+                      "400": _ERROR, **_AUTH},
+    },
+}
+# fmt: on
+
+
+def mounted(routes: Sequence[BaseRoute]) -> set[tuple[str, str]]:
+    """(path, method) of every route, HEAD left out (Starlette adds it to each GET)."""
+    return {
+        (route.path, method.lower())
+        for route in routes
+        if isinstance(route, Route)
+        for method in route.methods or ()
+        if method != "HEAD"
+    }
+
+
+def openapi_document(routes: Sequence[BaseRoute]) -> Json:
+    """The document for exactly the mounted ``routes``."""
+    paths: Json = {}
+    for path, method in sorted(mounted(routes)):
+        if (path, method) in OPERATIONS:
+            paths.setdefault(path, {})[method] = OPERATIONS[path, method]
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "jobhook", "version": "1"},
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+async def openapi_endpoint(request: Request) -> JSONResponse:
+    return JSONResponse(openapi_document(request.app.routes))

@@ -1,0 +1,150 @@
+"""The running service's resources, opened in order and closed in reverse by the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+import httpx
+import structlog
+
+from handlers import load_handler
+from receiver.admin.notifier import Notifier
+from receiver.intake.ingest import Ingestor
+from receiver.intake.poller import Poller
+from receiver.ops.retention import Retention
+from receiver.pipeline.dispatcher import Dispatcher
+from receiver.pipeline.fetch import ResultFetcher
+from receiver.pipeline.resolver import Resolver
+from receiver.pipeline.urlsafety import tls_context
+from receiver.providers import get_provider
+from receiver.providers.jobapi import JobAPI
+from receiver.providers.ratelimit import RateLimiter
+from receiver.store import Store, open_store
+
+if TYPE_CHECKING:
+    from handlers import Handler
+    from receiver.config.settings import Settings
+    from receiver.ops.metrics import Metrics
+
+log = structlog.get_logger(__name__)
+
+
+def load_handlers(settings: Settings) -> dict[str, Handler]:
+    """Every configured handler, built now so a bad one stops startup with its name."""
+    return {entry.name: load_handler(entry) for entry in settings.handlers}
+
+
+class Runtime:
+    """Store, HTTP clients, job APIs, handlers, dispatcher: everything a lifespan owns."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        handlers: dict[str, Handler],
+        store: Store | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.handlers = handlers
+        self.store = store if store is not None else open_store(settings.store.url)
+        self._stack = contextlib.AsyncExitStack()
+        self._stop = asyncio.Event()
+        self.apis: dict[str, JobAPI] = {}
+        self.metrics = metrics
+        self.notifier = Notifier()
+
+    async def start(self) -> None:
+        """Open everything; on failure, close what was opened and re-raise."""
+        settings = self.settings
+        stack = self._stack
+        try:
+            await self.store.open()
+            stack.push_async_callback(self.store.close)
+            api_client = httpx.AsyncClient(
+                timeout=httpx.Timeout(15.0, connect=settings.results.connect_timeout),
+                headers={"User-Agent": "jobhook"},
+                follow_redirects=False,
+                verify=tls_context(),
+            )
+            stack.push_async_callback(api_client.aclose)
+            for name, cfg in settings.sources.items():
+                if cfg.api_base_url and cfg.api_key:
+                    limiter = RateLimiter(cfg.poll.requests_per_minute, name=name)
+                    self.apis[name] = JobAPI(
+                        source=name,
+                        provider=get_provider(cfg.provider, cfg),
+                        base_url=cfg.api_base_url,
+                        api_key=cfg.api_key,
+                        client=api_client,
+                        limiter=limiter,
+                    )
+                else:
+                    log.warning(
+                        "no_job_api",
+                        source=name,
+                        hint="set api_base_url and api_key to fetch results and poll",
+                    )
+            fetcher = self.fetcher = ResultFetcher(settings.results)
+            stack.push_async_callback(fetcher.aclose)
+            self.retention = Retention(
+                self.store, settings.retention, settings.results.dir, metrics=self.metrics
+            )
+            for handler in self.handlers.values():
+                start = getattr(handler, "start", None)
+                if start is not None:
+                    await start()
+                close = getattr(handler, "close", None)
+                if close is not None:
+                    stack.push_async_callback(close)
+            self.dispatcher = Dispatcher(
+                self.store,
+                self.handlers,
+                {h.name: h for h in settings.handlers},
+                Resolver(dict(self.apis), fetcher, settings.results.dir),
+                concurrency=settings.dispatch.concurrency,
+                lease_seconds=settings.dispatch.lease_seconds,
+                on_delivered=self._delivered,
+            )
+            polling = {
+                name: settings.sources[name].poll
+                for name in self.apis
+                if settings.sources[name].poll.enabled
+            }
+            self.ingestor = Ingestor(
+                self.store,
+                settings.handlers,
+                wake=self.dispatcher.wake,
+                resolving=set(self.apis),
+                polling=polling,
+                notify=self.notifier.notify,
+            )
+            self.poller = Poller(self.store, self.ingestor, self.apis, polling)
+            task = asyncio.create_task(
+                self.dispatcher.run(self._stop, settings.server.shutdown_grace_seconds),
+                name="dispatcher",
+            )
+            stack.push_async_callback(self._stop_task, task)
+            poller = asyncio.create_task(self.poller.run(self._stop), name="poller")
+            stack.push_async_callback(self._stop_task, poller)
+            purger = asyncio.create_task(self.retention.run(self._stop), name="retention")
+            stack.push_async_callback(self._stop_task, purger)
+        except BaseException:
+            await stack.aclose()
+            raise
+
+    def _delivered(self, handler: str, outcome: str, seconds: float) -> None:
+        if self.metrics is not None:
+            self.metrics.delivered(handler, outcome, seconds)
+        if outcome == "succeeded":
+            self.retention.wake()
+
+    async def _stop_task(self, task: asyncio.Task[None]) -> None:
+        self._stop.set()
+        await task
+
+    async def stop(self) -> None:
+        """Stop background work (finishing or releasing it) and close everything in reverse."""
+        self._stop.set()
+        await self._stack.aclose()
