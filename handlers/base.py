@@ -12,15 +12,17 @@ from __future__ import annotations
 import importlib
 import inspect
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
+from receiver.completion import Handler
 from receiver.errors import HandlerLoadError
 
 if TYPE_CHECKING:
-    from receiver.completion import Completion
     from receiver.config.settings import HandlerSettings
 
 ENTRY_POINT_GROUP = "jobhook.handlers"
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "Handler", "import_from_string", "load_handler"]
+
 BUILTINS = {
     "file": "handlers.file:FileHandler",
     "http": "handlers.http:HttpHandler",
@@ -30,16 +32,6 @@ BUILTINS = {
     "nats": "handlers.nats:NatsHandler",
     "rabbitmq": "handlers.rabbitmq:RabbitMQHandler",
 }
-
-
-@runtime_checkable
-class Handler(Protocol):
-    """What the dispatcher calls for every matching completion."""
-
-    name: str
-
-    async def handle(self, completion: Completion) -> None:
-        """Deliver ``completion``; raise to have it retried with backoff."""
 
 
 def import_from_string(spec: str) -> Any:

@@ -1,3 +1,3 @@
-from receiver.cli import main
+from receiver.cli.main import main
 
 main()

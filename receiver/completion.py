@@ -1,18 +1,16 @@
-"""The completion handed to every handler: the job's outcome and streaming access to its result."""
+"""The completion handed to every handler, and the ``Handler`` contract that receives it."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
-
-    from receiver.store import CompletionRow
+    from pathlib import Path
 
 CHUNK = 256 * 1024
 
@@ -39,23 +37,6 @@ class Completion:
     error: str | None = None
     result: ResultInfo | None = None
     created_at: float = 0.0
-
-    @classmethod
-    def from_row(cls, row: CompletionRow) -> Completion:
-        result = None
-        if row.result_path and row.result_sha256 is not None and row.result_bytes is not None:
-            result = ResultInfo(Path(row.result_path), row.result_sha256, row.result_bytes)
-        return cls(
-            row.id,
-            row.source,
-            row.job_id,
-            row.state,
-            row.provider_status,
-            row.metadata,
-            row.error,
-            result,
-            row.created_at,
-        )
 
     @property
     def message_id(self) -> str:
@@ -93,3 +74,13 @@ class Completion:
         if self.result is None:
             return None
         return await anyio.Path(self.result.path).read_bytes()
+
+
+@runtime_checkable
+class Handler(Protocol):
+    """What the dispatcher calls for every matching completion."""
+
+    name: str
+
+    async def handle(self, completion: Completion) -> None:
+        """Deliver ``completion``; raise to have it retried with backoff."""

@@ -1,5 +1,1 @@
-"""The jobhook command."""
-
-from receiver.cli.main import main
-
-__all__ = ["main"]
+"""The jobhook command (entry point: receiver.cli.main:main)."""

@@ -4,7 +4,6 @@ from receiver.config.settings import (
     DEFAULT_CONFIG,
     ENV_PREFIX,
     DispatchSettings,
-    GenericSettings,
     HandlerSettings,
     LogSettings,
     PollSettings,
@@ -16,6 +15,7 @@ from receiver.config.settings import (
     StoreSettings,
     load_settings,
 )
+from receiver.providers.mapping import GenericSettings
 
 __all__ = [
     "DEFAULT_CONFIG",

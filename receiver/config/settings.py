@@ -11,13 +11,11 @@ import binascii
 import json
 import os
 import re
-import string
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -31,7 +29,7 @@ from pydantic import (
 from receiver.errors import ConfigError
 from receiver.models import State
 from receiver.providers import PROVIDERS
-from receiver.providers.pointer import Pointer
+from receiver.providers.mapping import GenericSettings
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, check_scheme
 from receiver.signatures.base import parse_public_key
@@ -99,54 +97,14 @@ class PollSettings(_Section):
     reconcile: bool = False
     reconcile_interval_seconds: float = Field(600.0, gt=0)
 
+    def first_delay(self, pages: int | None) -> float:
+        """The delay of a job's first poll: small documents are checked sooner, large ones later."""
+        scale = 1.0 if pages is None else min(max(pages / 20.0, 0.25), 20.0)
+        return min(self.initial_delay * scale, self.max_delay)
 
-def _check_pointer(text: str) -> str:
-    Pointer.parse(text)
-    return text
-
-
-JsonPointer = Annotated[str, AfterValidator(_check_pointer)]
-_HEADER_NAME = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
-
-
-class GenericSettings(_Section):
-    """``[sources.NAME.generic]``: how the generic provider reads any JSON API (RFC 6901)."""
-
-    webhook_job_id: JsonPointer
-    webhook_status: JsonPointer
-    webhook_metadata: JsonPointer | None = None
-    webhook_error: JsonPointer | None = None
-    webhook_has_result: bool = False
-    job_path: str = "/v1/jobs/{job_id}"
-    job_status: JsonPointer
-    result: JsonPointer | None = None
-    result_url: JsonPointer | None = None
-    result_sha256: JsonPointer | None = None
-    error: JsonPointer | None = None
-    progress_done: JsonPointer | None = None
-    progress_total: JsonPointer | None = None
-    retry_after: JsonPointer | None = None
-    auth_header: str = Field("Authorization", pattern=_HEADER_NAME)
-    auth_scheme: str = "Bearer"
-    status_words: dict[str, State]
-
-    @field_validator("job_path")
-    @classmethod
-    def _one_job_id_field(cls, path: str) -> str:
-        try:
-            fields = [f for _, f, _, _ in string.Formatter().parse(path) if f is not None]
-        except ValueError as exc:
-            raise ValueError(f"is not a valid template: {exc}") from None
-        if not path.startswith("/") or fields != ["job_id"]:
-            raise ValueError("must start with '/' and contain '{job_id}' once, and no other field")
-        return path
-
-    @field_validator("status_words")
-    @classmethod
-    def _some_terminal_word(cls, words: dict[str, State]) -> dict[str, State]:
-        if not any(state.terminal for state in words.values()):
-            raise ValueError("needs at least one word for a terminal state, or no job ever ends")
-        return words
+    def first_poll_at(self, pages: int | None, now: float) -> float:
+        """When a job just heard of is polled first, unless news comes before."""
+        return now + self.grace_seconds + self.first_delay(pages)
 
 
 class SourceSettings(_Section):

@@ -7,8 +7,6 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING
 
-from receiver.intake.poller import first_poll_at
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
 
@@ -51,7 +49,7 @@ class Ingestor:
         poll = self._polling.get(event.source)
         if poll is not None and event.via != "poll" and not event.state.terminal:
             # News pushes the next poll back: the poller asks only when news stops coming.
-            at = first_poll_at(poll, event.expected_pages, self._clock())
+            at = poll.first_poll_at(event.expected_pages, self._clock())
             event = dataclasses.replace(event, poll_at=at)
         result = await self._store.ingest(event, handlers, resolve=resolve)
         if (result.completed and (handlers or resolve)) or result.requeued:

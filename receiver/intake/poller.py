@@ -36,16 +36,6 @@ IDLE_RECHECK_SECONDS = 5.0
 NOT_FOUND_LIMIT = 5
 
 
-def first_delay(settings: PollSettings, pages: int | None) -> float:
-    """The delay of a job's first poll: small documents are checked sooner, large ones later."""
-    scale = 1.0 if pages is None else min(max(pages / 20.0, 0.25), 20.0)
-    return min(settings.initial_delay * scale, settings.max_delay)
-
-
-def first_poll_at(settings: PollSettings, pages: int | None, now: float) -> float:
-    return now + settings.grace_seconds + first_delay(settings, pages)
-
-
 class Poller:
     """Polls due jobs of every source with a job API; ``run_once`` is one pass."""
 
@@ -155,7 +145,7 @@ class Poller:
         self, job: JobRow, attempts: int, settings: PollSettings, retry_after: float | None
     ) -> None:
         delay = backoff_delay(
-            attempts, first_delay(settings, job.expected_pages), settings.max_delay
+            attempts, settings.first_delay(job.expected_pages), settings.max_delay
         )
         at = self._clock() + max(delay, retry_after or 0.0)
         await self.store.schedule_poll(job.source, job.job_id, at, attempts)

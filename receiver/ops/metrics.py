@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -24,12 +25,11 @@ from starlette.responses import Response
 from receiver.errors import JobhookError
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Iterator
+    from collections.abc import Callable, Collection, Iterator, Mapping
 
     from prometheus_client.metrics_core import Metric
     from starlette.requests import Request
 
-    from receiver.service.runtime import Runtime
     from receiver.store import Store
 
 UNKNOWN_SOURCE = "_unknown"
@@ -38,12 +38,23 @@ _SLOW = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 BACKLOG_KINDS = ("resolving", "pending", "running", "dead")
 
 
+@dataclass(frozen=True, slots=True)
+class RuntimeCounts:
+    """What the long-lived parts counted themselves, read at scrape time."""
+
+    api_calls: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # source -> status
+    rate_waits: Mapping[str, int] = field(default_factory=dict)  # by source
+    rate_waited: Mapping[str, float] = field(default_factory=dict)  # seconds, by source
+    bytes_fetched: int = 0
+    events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (via, outcome)
+
+
 class Metrics:
-    """The registry of one app and its metrics; ``runtime`` is bound by the lifespan."""
+    """The registry of one app and its metrics; the runtime's counts are bound by the lifespan."""
 
     def __init__(self, sources: Collection[str] = ()) -> None:
         self._sources = frozenset(sources)
-        self.runtime: Runtime | None = None
+        self._read_counts: Callable[[], RuntimeCounts] | None = None
         r = self.registry = CollectorRegistry()
         self.answers = WebhookAnswers()
         r.register(self.answers)
@@ -88,6 +99,18 @@ class Metrics:
             registry=r,
         )
         r.register(_RuntimeCollector(self))
+
+    def bind(self, read: Callable[[], RuntimeCounts] | None) -> None:
+        """Read the runtime's own counts through ``read`` at every scrape (None: unbind)."""
+        self._read_counts = read
+
+    def runtime_counts(self) -> RuntimeCounts | None:
+        return None if self._read_counts is None else self._read_counts()
+
+    def purged_now(self, jobs: int, results: int) -> None:
+        """A retention sweep deleted ``jobs`` jobs and ``results`` result files."""
+        self.purged.labels("jobs").inc(jobs)
+        self.purged.labels("results").inc(results)
 
     def source_label(self, source: str) -> str:
         """Unknown sources share one label: the URL must not mint new time series."""
@@ -202,7 +225,7 @@ class _RuntimeCollector:
         self._metrics = metrics
 
     def collect(self) -> Iterator[Metric]:
-        runtime = self._metrics.runtime
+        counts = self._metrics.runtime_counts()
         calls = CounterMetricFamily(
             "jobhook_provider_api_calls",
             "Calls to providers' job APIs (polls and confirmations) by source and status.",
@@ -227,15 +250,16 @@ class _RuntimeCollector:
             "(accepted, completed, duplicate).",
             labels=["via", "outcome"],
         )
-        if runtime is not None:
-            for name, api in sorted(runtime.apis.items()):
-                for status, count in sorted(api.calls.items()):
+        if counts is not None:
+            for name, by_status in sorted(counts.api_calls.items()):
+                for status, count in sorted(by_status.items()):
                     calls.add_metric([name, status], count)
-                waits.add_metric([name], api.limiter.waits)
-                waited.add_metric([name], api.limiter.waited)
-            fetcher = getattr(runtime, "fetcher", None)
-            fetched.add_metric([], fetcher.bytes_fetched if fetcher is not None else 0)
-            for (via, outcome), count in sorted(runtime.ingestor.counts.items()):
+            for name, waited_count in sorted(counts.rate_waits.items()):
+                waits.add_metric([name], waited_count)
+            for name, seconds in sorted(counts.rate_waited.items()):
+                waited.add_metric([name], seconds)
+            fetched.add_metric([], counts.bytes_fetched)
+            for (via, outcome), count in sorted(counts.events.items()):
                 events.add_metric([via, outcome], count)
         yield from (calls, waits, waited, fetched, events)
 

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from receiver.config.settings import RetentionSettings
-    from receiver.ops.metrics import Metrics
     from receiver.store import Store
 
 log = structlog.get_logger(__name__)
@@ -41,14 +40,14 @@ class Retention:
         settings: RetentionSettings,
         results_dir: Path,
         *,
-        metrics: Metrics | None = None,
+        on_purged: Callable[[int, int], None] | None = None,
         clock: Callable[[], float] = time.time,
         batch: int = BATCH,
     ) -> None:
         self.store = store
         self.settings = settings
         self.results_dir = results_dir
-        self._metrics = metrics
+        self._on_purged = on_purged
         self._clock = clock
         self._batch = batch
         self._wakeup = asyncio.Event()
@@ -84,9 +83,8 @@ class Retention:
                     break
         if purged or files:
             log.info("retention_swept", jobs_purged=purged, results_deleted=files)
-            if self._metrics is not None:
-                self._metrics.purged.labels("jobs").inc(purged)
-                self._metrics.purged.labels("results").inc(files)
+            if self._on_purged is not None:
+                self._on_purged(purged, files)
         return purged, files
 
     async def run(self, stop: asyncio.Event) -> None:

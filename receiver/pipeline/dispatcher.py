@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
 
 from receiver.backoff import backoff_delay
-from receiver.completion import Completion
+from receiver.completion import Completion, ResultInfo
 from receiver.errors import JobhookError, RetryableError
 from receiver.loops import wait_either, worker_id
 from receiver.pipeline.resolver import ref_from_json
@@ -25,13 +26,31 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Mapping
     from typing import Any
 
-    from handlers import Handler
+    from receiver.completion import Handler
     from receiver.config.settings import HandlerSettings
     from receiver.pipeline.resolver import Resolver
     from receiver.store import CompletionRow, DispatchRow, Store
 
 log = structlog.get_logger(__name__)
 IDLE_RECHECK_SECONDS = 5.0
+
+
+def completion_of(row: CompletionRow) -> Completion:
+    """The completion handlers see, from the store's row."""
+    result = None
+    if row.result_path and row.result_sha256 is not None and row.result_bytes is not None:
+        result = ResultInfo(Path(row.result_path), row.result_sha256, row.result_bytes)
+    return Completion(
+        row.id,
+        row.source,
+        row.job_id,
+        row.state,
+        row.provider_status,
+        row.metadata,
+        row.error,
+        result,
+        row.created_at,
+    )
 
 
 class Dispatcher:
@@ -199,7 +218,7 @@ class Dispatcher:
         if self._on_delivered is not None:
             self._on_delivered(dispatch.handler, "started", started - row.created_at)
         try:
-            await handler.handle(Completion.from_row(row))
+            await handler.handle(completion_of(row))
         except Exception as exc:  # a handler raising means "retry later"
             error = f"{type(exc).__name__}: {exc}"[:2000]
             if dispatch.attempts >= policy.max_attempts:

@@ -17,8 +17,8 @@ from receiver.models import Event, Progress, ResultRef, State
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from receiver.config.settings import SourceSettings
     from receiver.models import Via
+    from receiver.providers.mapping import GenericSettings
 
 __all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef"]
 
@@ -50,8 +50,8 @@ class Provider:
     auth_scheme: str = "Bearer "
 
     @classmethod
-    def from_settings(cls, settings: SourceSettings | None) -> Provider:
-        """The adapter for one configured source; only ``generic`` reads the settings."""
+    def from_settings(cls, generic: GenericSettings | None) -> Provider:
+        """The adapter for one configured source; only ``generic`` reads its table."""
         return cls()
 
     def canonical(self, word: str, *, source: str, job_id: str) -> State:

@@ -23,8 +23,8 @@ from receiver.providers.base import (
 from receiver.providers.pointer import MISSING, Pointer
 
 if TYPE_CHECKING:
-    from receiver.config.settings import GenericSettings, SourceSettings
     from receiver.models import Via
+    from receiver.providers.mapping import GenericSettings
 
 
 class Generic(Provider):
@@ -56,10 +56,10 @@ class Generic(Provider):
         }
 
     @classmethod
-    def from_settings(cls, settings: SourceSettings | None) -> Provider:
-        if settings is None or settings.generic is None:
+    def from_settings(cls, generic: GenericSettings | None) -> Provider:
+        if generic is None:
             raise ConfigError("provider 'generic' needs a [sources.NAME.generic] table")
-        return cls(settings.generic)
+        return cls(generic)
 
     def __repr__(self) -> str:
         return f"Generic(job_path={self.settings.job_path!r})"

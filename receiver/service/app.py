@@ -40,7 +40,7 @@ def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
     return {
         name: webhooks.Source(
             name,
-            get_provider(cfg.provider, cfg),
+            get_provider(cfg.provider, cfg.generic),
             build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
         )
         for name, cfg in settings.sources.items()
@@ -110,7 +110,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> App:
         with SINK.batching_in(asyncio.get_running_loop()):
             runtime = Runtime(settings, handlers, store, metrics)
             await runtime.start()
-            metrics.runtime = runtime
+            metrics.bind(runtime.counts)
             app.state.runtime = runtime
             app.state.store = runtime.store
             app.state.ingestor = webhook.ingestor = runtime.ingestor

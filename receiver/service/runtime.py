@@ -13,6 +13,7 @@ from handlers import load_handler
 from receiver.admin.notifier import Notifier
 from receiver.intake.ingest import Ingestor
 from receiver.intake.poller import Poller
+from receiver.ops.metrics import RuntimeCounts
 from receiver.ops.retention import Retention
 from receiver.pipeline.dispatcher import Dispatcher
 from receiver.pipeline.fetch import ResultFetcher
@@ -24,7 +25,7 @@ from receiver.providers.ratelimit import RateLimiter
 from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
-    from handlers import Handler
+    from receiver.completion import Handler
     from receiver.config.settings import Settings
     from receiver.ops.metrics import Metrics
 
@@ -74,7 +75,7 @@ class Runtime:
                     limiter = RateLimiter(cfg.poll.requests_per_minute, name=name)
                     self.apis[name] = JobAPI(
                         source=name,
-                        provider=get_provider(cfg.provider, cfg),
+                        provider=get_provider(cfg.provider, cfg.generic),
                         base_url=cfg.api_base_url,
                         api_key=cfg.api_key,
                         client=api_client,
@@ -89,7 +90,10 @@ class Runtime:
             fetcher = self.fetcher = ResultFetcher(settings.results)
             stack.push_async_callback(fetcher.aclose)
             self.retention = Retention(
-                self.store, settings.retention, settings.results.dir, metrics=self.metrics
+                self.store,
+                settings.retention,
+                settings.results.dir,
+                on_purged=None if self.metrics is None else self.metrics.purged_now,
             )
             for handler in self.handlers.values():
                 start = getattr(handler, "start", None)
@@ -133,6 +137,18 @@ class Runtime:
         except BaseException:
             await stack.aclose()
             raise
+
+    def counts(self) -> RuntimeCounts:
+        """What the job APIs, rate limiters, fetcher and ingestor counted (for ``/metrics``)."""
+        fetcher = getattr(self, "fetcher", None)
+        ingestor = getattr(self, "ingestor", None)
+        return RuntimeCounts(
+            api_calls={name: dict(api.calls) for name, api in self.apis.items()},
+            rate_waits={name: api.limiter.waits for name, api in self.apis.items()},
+            rate_waited={name: api.limiter.waited for name, api in self.apis.items()},
+            bytes_fetched=fetcher.bytes_fetched if fetcher is not None else 0,
+            events=dict(ingestor.counts) if ingestor is not None else {},
+        )
 
     def _delivered(self, handler: str, outcome: str, seconds: float) -> None:
         if self.metrics is not None:
