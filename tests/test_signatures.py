@@ -24,7 +24,8 @@ from receiver.signatures import (
     build_verifier,
     check_scheme,
 )
-from receiver.signatures.base import SvixVerifier, Verified
+from receiver.signatures.base import Verified
+from receiver.signatures.svix import SvixVerifier
 from tests.support import FIXTURES, SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:

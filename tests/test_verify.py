@@ -10,8 +10,8 @@ import time_machine
 
 from receiver.errors import VerificationError
 from receiver.secret import Secret
-from receiver.signatures import base as verify
-from receiver.signatures.base import SvixVerifier
+from receiver.signatures import svix as verify
+from receiver.signatures.svix import SvixVerifier
 from tests.support import FIXTURES, OLD_SECRET, SECRET, signed_headers
 
 VECTORS = json.loads((FIXTURES / "svix-vectors.json").read_text())

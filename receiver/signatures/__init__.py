@@ -1,43 +1,36 @@
 """The signature schemes a source may use: Svix (the default) and the providers' own HMACs.
 
-    docurift    hex HMAC-SHA256 of "{timestamp}.{raw body}" in X-DocuRift-Signature (an optional
-                "sha256=" prefix), X-DocuRift-Timestamp within 5 minutes, X-DocuRift-Event-Id as
-                the message id
-    docextract  hex HMAC-SHA256 of the raw body in X-DocExtract-Signature; no timestamp, so the
-                message id is the body's sha256 and a replay is a duplicate
-
-The secret is the HMAC key as UTF-8 text (not base64-decoded, even when it looks like
-``whsec_...``), as both providers' own examples use it. Comparisons are constant-time.
+``build_verifier`` makes the verifier of a scheme; ``check_scheme`` says whether a provider may
+use it. The contract is in ``base``, Svix in ``svix``, the providers' HMACs in ``hmac``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import re
 import time
 from typing import TYPE_CHECKING
 
-from receiver.errors import VerificationError
-from receiver.signatures.base import (
-    SvixVerifier,
-    Verified,
-    check_message_id,
-    check_timestamp,
-    require_utf8,
-)
+from receiver.signatures.hmac import DocExtractVerifier, DocuRiftVerifier, check_hmac_secret
+from receiver.signatures.svix import SvixVerifier
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Sequence
 
     from receiver.secret import Secret
     from receiver.signatures.base import Verifier
 
+__all__ = [
+    "SCHEMES",
+    "DocExtractVerifier",
+    "DocuRiftVerifier",
+    "SvixVerifier",
+    "build_verifier",
+    "check_hmac_secret",
+    "check_scheme",
+]
+
 SCHEMES = ("svix", "docurift", "docextract")
 # Which providers may use a provider-specific scheme; svix is open to every provider.
 _PROVIDERS_OF = {"docurift": ("docurift", "generic"), "docextract": ("docextract", "generic")}
-MIN_HMAC_SECRET = 16
-_HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 def check_scheme(scheme: str, provider: str | None) -> None:
@@ -48,14 +41,6 @@ def check_scheme(scheme: str, provider: str | None) -> None:
     if allowed is not None and provider is not None and provider not in allowed:
         raise ValueError(
             f"signature {scheme!r} is only for provider {' or '.join(allowed)}, not {provider!r}"
-        )
-
-
-def check_hmac_secret(value: str, index: int = 0) -> None:
-    """An HMAC secret: at least 16 characters (the message never contains the value)."""
-    if len(value) < MIN_HMAC_SECRET:
-        raise ValueError(
-            f"secret #{index} is too short ({len(value)} characters, need {MIN_HMAC_SECRET})"
         )
 
 
@@ -79,92 +64,3 @@ def build_verifier(
     if scheme == "docextract":
         return DocExtractVerifier(secrets)
     raise ValueError(f"unknown signature scheme {scheme!r}")
-
-
-class _HmacKeys:
-    """Several HMAC-SHA256 keys (rotation); a signature verifies if any of them made it."""
-
-    def __init__(self, secrets: Sequence[Secret]) -> None:
-        if not secrets:
-            raise ValueError("a verifier needs at least one secret")
-        self._keys = [secret.reveal().encode("utf-8") for secret in secrets]
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def match(self, message: bytes, signature: bytes) -> bool:
-        return any(
-            hmac.compare_digest(hmac.new(key, message, hashlib.sha256).digest(), signature)
-            for key in self._keys
-        )
-
-
-def read_hex_signature(value: str) -> bytes:
-    """A hex SHA-256 digest, optionally prefixed ``sha256=``; 400 when it is anything else."""
-    if value[:7].lower() == "sha256=":
-        value = value[7:]
-    if not _HEX_DIGEST.match(value):
-        raise VerificationError(
-            "malformed_signature", "the signature must be 64 hex digits (optionally 'sha256=')"
-        )
-    return bytes.fromhex(value)
-
-
-def _missing(names: Sequence[str]) -> VerificationError:
-    return VerificationError("missing_headers", f"missing header(s): {', '.join(names)}")
-
-
-class DocuRiftVerifier:
-    """DocuRift: HMAC-SHA256 over ``"{timestamp}.{raw body}"`` with a 5 minute tolerance."""
-
-    SIGNATURE = "x-docurift-signature"
-    TIMESTAMP = "x-docurift-timestamp"
-    EVENT_ID = "x-docurift-event-id"
-
-    def __init__(
-        self, secrets: Sequence[Secret], *, clock: Callable[[], float] = time.time
-    ) -> None:
-        self._keys = _HmacKeys(secrets)
-        self._clock = clock
-
-    def __repr__(self) -> str:
-        return f"DocuRiftVerifier(secrets={len(self._keys)})"
-
-    def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
-        """The event id and timestamp when ``body`` verifies; VerificationError otherwise."""
-        values = {name: headers.get(name) or "" for name in
-                  (self.EVENT_ID, self.TIMESTAMP, self.SIGNATURE)}  # fmt: skip
-        missing = [name for name, value in values.items() if not value]
-        if missing:
-            raise _missing(missing)
-        event_id, raw_timestamp = values[self.EVENT_ID], values[self.TIMESTAMP]
-        check_message_id(event_id)
-        timestamp = check_timestamp(raw_timestamp, self._clock())
-        signature = read_hex_signature(values[self.SIGNATURE])
-        require_utf8(body)
-        if not self._keys.match(raw_timestamp.encode("ascii") + b"." + body, signature):
-            raise VerificationError("bad_signature", "no matching signature", status_code=401)
-        return Verified(event_id, timestamp)
-
-
-class DocExtractVerifier:
-    """DocExtract: HMAC-SHA256 of the raw body; the body's sha256 is the message id."""
-
-    SIGNATURE = "x-docextract-signature"
-
-    def __init__(self, secrets: Sequence[Secret]) -> None:
-        self._keys = _HmacKeys(secrets)
-
-    def __repr__(self) -> str:
-        return f"DocExtractVerifier(secrets={len(self._keys)})"
-
-    def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
-        """The body's sha256 as message id when ``body`` verifies; VerificationError otherwise."""
-        header = headers.get(self.SIGNATURE) or ""
-        if not header:
-            raise _missing([self.SIGNATURE])
-        signature = read_hex_signature(header)
-        require_utf8(body)
-        if not self._keys.match(body, signature):
-            raise VerificationError("bad_signature", "no matching signature", status_code=401)
-        return Verified(hashlib.sha256(body).hexdigest())

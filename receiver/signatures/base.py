@@ -1,13 +1,9 @@
-"""Signature verification on the raw body, before anything is parsed: the contract and Svix.
+"""The contract every signature scheme implements, and the checks the schemes share.
 
 Every scheme implements ``Verifier``; each failure is a VerificationError with its own reason
-(400 for malformed input, 401 for a wrong or stale signature). Svix / Standard Webhooks headers
-come from either family (``svix-*`` or ``webhook-*``); a source may hold several secrets during
-rotation and any of them accepts. The shape of the headers is checked here so that each failure
-gets its own reason; the cryptographic check itself is svix's (the ``standardwebhooks`` engine
-that svix's ``Webhook`` wraps) for ``v1`` (HMAC) entries and
-``cryptography``'s for ``v1a`` (ed25519) entries, which svix skips, against ``whpk_`` public
-keys. The HMAC schemes of providers that do not sign through Svix are in ``receiver.signatures``.
+(400 for malformed input, 401 for a wrong or stale signature): headers read from either family
+(``svix-*`` or ``webhook-*``), message ids, timestamps within the tolerance, UTF-8 bodies and
+``whpk_`` public keys are checked here, the same way for every scheme.
 """
 
 from __future__ import annotations
@@ -15,29 +11,19 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
-
-# svix.webhooks.Webhook maps svix-* headers onto standardwebhooks' Webhook (a dependency svix
-# ships with) and calls its verify; this module hands it webhook-* headers already. Importing
-# svix.webhooks first runs svix/__init__, which loads svix's whole REST API client, the
-# largest part of jobhook's start, for nothing the receiver uses; so the class svix delegates
-# to is imported directly. tests/test_verify.py pins that both are the same check.
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from receiver.errors import VerificationError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping
 
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-    from receiver.secret import Secret
 
 TOLERANCE_SECONDS = 5 * 60
 _TIMESTAMP = re.compile(r"^[0-9]{1,12}$")
-_VERSION = re.compile(r"^v[0-9]+[a-z]?$")
 MAX_MESSAGE_ID = 256
 PUBLIC_KEY_PREFIX = "whpk_"
 
@@ -136,83 +122,3 @@ def parse_public_key(value: str, index: int = 0) -> Ed25519PublicKey:
     if len(raw) != 32:
         raise ValueError(f"public key #{index} is {len(raw)} bytes, an ed25519 key is 32")
     return Ed25519PublicKey.from_public_bytes(raw)
-
-
-class SvixVerifier:
-    """Verifies Svix / Standard Webhooks signatures: ``v1`` with secrets, ``v1a`` with keys."""
-
-    def __init__(
-        self,
-        secrets: Sequence[Secret],
-        *,
-        public_keys: Sequence[str] = (),
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        if not secrets and not public_keys:
-            raise ValueError("a verifier needs at least one secret or public key")
-        self._webhooks = [Webhook(secret.reveal()) for secret in secrets]
-        self._public_keys = [parse_public_key(key, i) for i, key in enumerate(public_keys)]
-        self._clock = clock
-
-    def __repr__(self) -> str:
-        keys = f", public_keys={len(self._public_keys)}" if self._public_keys else ""
-        return f"SvixVerifier(secrets={len(self._webhooks)}{keys})"
-
-    def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
-        """Return the message id and timestamp when ``body`` verifies; VerificationError else."""
-        signed = read_headers(headers)
-        timestamp = check_timestamp(signed.timestamp, self._clock())
-        _check_signature_shape(signed.signature)
-        text = require_utf8(body)
-        std_headers = {
-            "webhook-id": signed.message_id,
-            "webhook-timestamp": signed.timestamp,
-            "webhook-signature": signed.signature,
-        }
-        for webhook in self._webhooks:
-            try:
-                webhook.verify(text, std_headers, json_parse=False)
-            except WebhookVerificationError:
-                continue
-            except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-                raise VerificationError(
-                    "malformed_signature", "the signature header is malformed", status_code=400
-                ) from exc
-            return Verified(signed.message_id, timestamp)
-        if self._public_keys and self._v1a_matches(body, signed):
-            return Verified(signed.message_id, timestamp)
-        raise VerificationError("bad_signature", "no matching signature", status_code=401)
-
-    def _v1a_matches(self, body: bytes, signed: SignedHeaders) -> bool:
-        """Whether any ``v1a`` entry is an ed25519 signature of the delivery by a known key."""
-        from cryptography.exceptions import InvalidSignature
-
-        message = f"{signed.message_id}.{signed.timestamp}.".encode() + body
-        for entry in signed.signature.split(" "):
-            version, _, value = entry.partition(",")
-            if version != "v1a":
-                continue
-            signature = base64.b64decode(value)  # its shape was checked before
-            for key in self._public_keys:
-                try:
-                    key.verify(signature, message)
-                except InvalidSignature:
-                    continue
-                return True
-        return False
-
-
-def _check_signature_shape(header: str) -> None:
-    """Every space-separated entry must be ``vN,<base64>``, as the spec draws it."""
-    for entry in header.split(" "):
-        version, comma, value = entry.partition(",")
-        if not comma or not _VERSION.match(version) or not value or "," in value:
-            raise VerificationError(
-                "malformed_signature", "signature entries must be 'v1,<base64>'"
-            )
-        try:
-            base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise VerificationError(
-                "malformed_signature", "signature is not valid base64"
-            ) from None

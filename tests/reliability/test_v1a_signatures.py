@@ -17,7 +17,7 @@ from receiver.errors import ConfigError, VerificationError
 from receiver.secret import Secret
 from receiver.service.app import create_app
 from receiver.signatures import build_verifier
-from receiver.signatures.base import SvixVerifier
+from receiver.signatures.svix import SvixVerifier
 from tests.support import FIXTURES, SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
