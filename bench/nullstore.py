@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.models import IngestResult
 from receiver.service.serve import run
 from receiver.store import open_store

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import time_machine
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.models import Event, State
 from receiver.store.sqlite import SQLiteStore
 from tests.support import SECRET, reducto_body, signed_headers

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 import pytest
 import structlog
 
-from receiver.config.settings import Settings, load_settings
+from receiver.config.load import load_settings
+from receiver.config.settings import Settings
 from receiver.ops.log import configure_logging
 from tests.reliability.secretscan import pytest_runtest_makereport  # noqa: F401 (a hook)
 from tests.services import postgres_database

@@ -176,7 +176,7 @@ def handler_app(tmp_path: Path, handler: str) -> Starlette:
 
     ``handler`` is the entry's body (type and options); it is named "queue" and retried fast.
     """
-    from receiver.config.settings import load_settings
+    from receiver.config.load import load_settings
     from receiver.service.app import create_app  # here, so require_service stays a light import
 
     config = tmp_path / "jobhook.toml"

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.errors import ConfigError
 from tests.support import SECRET
 

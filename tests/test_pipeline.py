@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.service.app import create_app
 from receiver.sim import Simulator
 from tests.support import SECRET, live_server, reducto_body, signed_headers

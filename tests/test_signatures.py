@@ -14,7 +14,7 @@ import httpx
 import pytest
 from starlette.datastructures import Headers
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.errors import ConfigError, VerificationError
 from receiver.secret import Secret
 from receiver.service.app import create_app

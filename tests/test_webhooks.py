@@ -178,7 +178,7 @@ async def test_state_never_moves_backward(client: httpx.AsyncClient, settings: S
 async def test_secret_rotation_accepts_old_and_new(tmp_path: object) -> None:
     from pathlib import Path
 
-    from receiver.config.settings import load_settings
+    from receiver.config.load import load_settings
 
     base = Path(str(tmp_path))
     config = base / "c.toml"

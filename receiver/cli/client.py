@@ -115,7 +115,7 @@ class StoreReader:
     """Reads the store named by the configuration, no service needed; it writes nothing."""
 
     def __init__(self, config_path: Path | None) -> None:
-        from receiver.config.settings import load_settings
+        from receiver.config.load import load_settings
         from receiver.store import open_store
 
         try:

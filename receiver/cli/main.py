@@ -72,7 +72,7 @@ def demo(jobs: int, drop: float, seconds: float) -> None:
 @CONFIG_OPTION
 def check_config(config_path: Path | None) -> None:
     """Validate the configuration (secrets resolved, handlers loaded) and exit."""
-    from receiver.config.settings import load_settings
+    from receiver.config.load import load_settings
     from receiver.service.app import build_sources
     from receiver.service.runtime import load_handlers
 

@@ -1,5 +1,6 @@
 """Settings: TOML and JOBHOOK_* variables, validated once into frozen sections."""
 
+from receiver.config.load import load_settings
 from receiver.config.settings import (
     DEFAULT_CONFIG,
     ENV_PREFIX,
@@ -13,7 +14,6 @@ from receiver.config.settings import (
     Settings,
     SourceSettings,
     StoreSettings,
-    load_settings,
 )
 from receiver.providers.mapping import GenericSettings
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.ops.log import configure_logging
 from receiver.service.app import create_app
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from receiver.config.settings import Settings, load_settings
+from receiver.config.load import load_settings
+from receiver.config.settings import Settings
 from tests.deploy.dockerfile import image_env
 from tests.support import SECRET
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.errors import ConfigError
 from receiver.models import State
 from receiver.providers import get_provider

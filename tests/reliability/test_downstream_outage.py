@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.service.app import create_app
 from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.models import Event, State
 from receiver.service.app import create_app
 from receiver.sim import Simulator

@@ -18,7 +18,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.service.app import create_app
 from receiver.sim import Simulator
 from tests.support import SECRET, live_server, signed_headers

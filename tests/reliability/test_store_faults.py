@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.service.app import create_app
 from tests.reliability.mounts import ext4_image, fail_ext4, fill, fsck, loop_mount, remount, tmpfs
 from tests.reliability.service import Service

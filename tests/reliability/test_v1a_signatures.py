@@ -12,7 +12,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.errors import ConfigError, VerificationError
 from receiver.secret import Secret
 from receiver.service.app import create_app

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from receiver.config.settings import load_settings
+from receiver.config.load import load_settings
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, State
 from receiver.service.app import create_app

@@ -1,0 +1,99 @@
+"""Where settings come from: a TOML file (or none), then JOBHOOK_* variables over it.
+
+``load_settings`` is the one way in; every problem becomes one ConfigError naming each bad key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from receiver.config.settings import DEFAULT_CONFIG, ENV_PREFIX, Settings
+from receiver.errors import ConfigError
+
+
+def load_settings(path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read, merge and validate the configuration; ConfigError names every bad key."""
+    env = dict(os.environ) if environ is None else environ
+    if path is None and env.get("JOBHOOK_CONFIG"):
+        path = Path(env["JOBHOOK_CONFIG"])
+    if path is None and DEFAULT_CONFIG.is_file():
+        path = DEFAULT_CONFIG
+    data: dict[str, Any] = _read_toml(path) if path is not None else _zero_config(env)
+    _apply_env_overrides(data, env)
+    try:
+        return Settings.model_validate(data, context={"env": env})
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _zero_config(env: dict[str, str]) -> dict[str, Any]:
+    """No file: one Reducto source when REDUCTO_WEBHOOK_SECRET is set, else no source at all."""
+    data_dir = env.get("JOBHOOK_DATA_DIR", "data")
+    data: dict[str, Any] = {
+        "handlers": [{"name": "files", "type": "file", "dir": f"{data_dir}/out"}],
+    }
+    if env.get("REDUCTO_WEBHOOK_SECRET"):
+        source: dict[str, Any] = {
+            "provider": "reducto",
+            "secrets": ["env:REDUCTO_WEBHOOK_SECRET"],
+        }
+        if env.get("REDUCTO_API_KEY"):
+            source["api_key"] = "env:REDUCTO_API_KEY"
+            source["api_base_url"] = env.get("REDUCTO_API_BASE_URL", "https://platform.reducto.ai")
+        data["sources"] = {"reducto": source}
+    return data
+
+
+def _apply_env_overrides(data: dict[str, Any], env: dict[str, str]) -> None:
+    """``JOBHOOK_SERVER__PORT=9000`` sets ``server.port``; JSON values for lists and tables."""
+    top = set(Settings.model_fields)
+    for key in sorted(env):
+        if not key.startswith(ENV_PREFIX):
+            continue
+        path = key[len(ENV_PREFIX) :].lower().split("__")
+        if path[0] not in top or (len(path) == 1 and path[0] in {"server", "store", "results"}):
+            continue
+        node = data
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"{key}: {'.'.join(path[:-1])} is not a table")
+            node = child
+        node[path[-1]] = _env_value(env[key])
+
+
+def _env_value(raw: str) -> Any:
+    if raw[:1] in "[{":
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _describe(exc: ValidationError, path: Path | None) -> str:
+    where = f"config {path}" if path is not None else "configuration"
+    lines = [f"invalid {where}:"]
+    for error in exc.errors(include_input=False, include_url=False):
+        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"  {key}: {message}")
+    return "\n".join(lines)
