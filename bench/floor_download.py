@@ -20,7 +20,7 @@ import sys
 import time
 from urllib.parse import urlsplit
 
-from receiver.pipeline.download import WRITEBACK_BYTES, start_writeback
+from receiver.pipeline.sink import WRITEBACK_BYTES, start_writeback
 
 BUFFER = 1024 * 1024
 

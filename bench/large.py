@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from bench import blobhost, procs, report
-from receiver.pipeline.download import WRITEBACK_BYTES, start_writeback
+from receiver.pipeline.sink import WRITEBACK_BYTES, start_writeback
 
 if TYPE_CHECKING:
     import argparse
