@@ -1,7 +1,7 @@
 """Hostile requests against a real service process (uvicorn with httptools, as deployed):
 never a 5xx, nothing stored without a valid signature, slow and malformed requests bounded.
 
-Oversized bodies, declared or streamed, are refused with 413 in tests/test_webhooks.py; here
+Oversized bodies, declared or streamed, are refused with 413 in tests/intake/test_webhooks.py; here
 they are part of the fuzzed mix.
 """
 

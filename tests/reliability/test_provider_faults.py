@@ -2,8 +2,8 @@
 and a presigned URL that expires between two download attempts.
 
 Covered elsewhere and not repeated here: one webhook racing one poll and 30% of webhooks
-dropped for every provider (tests/test_poller.py), a single 429's Retry-After and the request
-budget (tests/test_poller.py), an expired URL answered 403 on the first try
+dropped for every provider (tests/intake/test_poller.py), a single 429's Retry-After and the request
+budget (tests/intake/test_poller.py), an expired URL answered 403 on the first try
 (tests/test_pipeline.py).
 """
 

@@ -2,8 +2,8 @@
 internal addresses. Nothing is requested there; the completion is delivered with the refusal.
 
 The URL policy itself (each address class, numeric spellings, DNS rebinding, redirects to a
-refused address or host) is tested piece by piece in tests/test_urlsafety.py and
-tests/test_fetch.py; these tests prove the pipeline puts every result URL through it.
+refused address or host) is tested piece by piece in tests/pipeline/test_urlsafety.py and
+tests/pipeline/test_fetch.py; these tests prove the pipeline puts every result URL through it.
 """
 
 from __future__ import annotations
