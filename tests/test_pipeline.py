@@ -269,7 +269,7 @@ async def _dispatch_states(settings: Settings, job_id: str) -> dict[str, str]:
 
 
 async def test_docextract_confidence_is_kept_for_min_confidence_filters(tmp_path: Path) -> None:
-    from receiver.store.views import JobFilter
+    from receiver.store.rows import JobFilter
 
     simulator = Simulator("docextract", api_key=API_KEY, duration=0.0)
     async with live_server(simulator.app) as sim_url:

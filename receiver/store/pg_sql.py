@@ -16,7 +16,7 @@ from receiver.store import queries, sql
 
 if TYPE_CHECKING:
     from receiver.models import Event
-    from receiver.store.views import JobFilter, JobKey
+    from receiver.store.rows import JobFilter, JobKey
 
 # The event stream resumes after the last completion id it sent, so it must never read id 12
 # while id 11 is still uncommitted (concurrent transactions commit out of id order). Ingests

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
 from receiver.store import pg_sql, queries, sql
-from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
+from receiver.store.base import Store
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
 
@@ -21,13 +21,17 @@ if TYPE_CHECKING:
 
     from receiver.models import Event
     from receiver.store.pg_pool import Conn
-    from receiver.store.views import (
+    from receiver.store.rows import (
         Backlog,
+        CompletionRow,
         DeliveryRow,
+        DispatchRow,
         JobFilter,
         JobKey,
         JobListing,
+        JobRow,
         JobStats,
+        Resolution,
     )
 
 _n = pg_sql.numbered

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.models import TERMINAL_STATES
 from receiver.store import sql
-from receiver.store.views import Backlog, DeliveryRow, JobListing, JobStats
+from receiver.store.rows import Backlog, DeliveryRow, JobListing, JobStats
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     import aiosqlite
 
-    from receiver.store.views import JobFilter, JobKey
+    from receiver.store.rows import JobFilter, JobKey
 
 _LISTING = """
 SELECT j.source, j.job_id, j.state, j.provider_status, j.metadata, j.created_at, j.updated_at,

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from receiver import jsontext
-from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution
+from receiver.store.rows import CompletionRow, DispatchRow, JobRow, Resolution
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

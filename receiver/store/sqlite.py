@@ -20,7 +20,7 @@ import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
 from receiver.store import queries, sql, sqlite_ops
-from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
+from receiver.store.base import Store
 from receiver.store.schema import SQLITE_MIGRATIONS
 from receiver.store.writer import PRAGMAS
 from receiver.store.writer_client import WriterGoneError, WriterProcess, encode
@@ -30,13 +30,17 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from receiver.models import Event, IngestResult
-    from receiver.store.views import (
+    from receiver.store.rows import (
         Backlog,
+        CompletionRow,
         DeliveryRow,
+        DispatchRow,
         JobFilter,
         JobKey,
         JobListing,
+        JobRow,
         JobStats,
+        Resolution,
     )
     from receiver.store.writer import Op, Reply
 

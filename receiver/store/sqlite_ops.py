@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event
-    from receiver.store.base import CompletionRow, DispatchRow
+    from receiver.store.rows import CompletionRow, DispatchRow
 
 
 def ingest(
