@@ -19,7 +19,7 @@ import aiosqlite
 import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
-from receiver.store import queries, sql, sqlite_ops
+from receiver.store import queries, records, sql, sqlite_ops
 from receiver.store.base import Store
 from receiver.store.schema import SQLITE_MIGRATIONS
 from receiver.store.writer import PRAGMAS
@@ -281,11 +281,11 @@ class SQLiteStore(Store):
     async def ingest(
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True
     ) -> IngestResult:
-        return await self._write_sync(sqlite_ops.ingest, event, handlers, resolve, sql.now())
+        return await self._write_sync(sqlite_ops.ingest, event, handlers, resolve, records.now())
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._read(sql.SELECT_JOB, (source, job_id))
-        return sql.job_row(rows[0]) if rows else None
+        return records.job_row(rows[0]) if rows else None
 
     async def claim_completions(
         self, owner: str, limit: int, lease_seconds: float, now: float
@@ -296,7 +296,7 @@ class SQLiteStore(Store):
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
     ) -> None:
-        params = sql.resolution_params(completion_id, owner, resolution)
+        params = records.resolution_params(completion_id, owner, resolution)
         await self._write_sync(sqlite_ops.execute, sql.RESOLVE_COMPLETION, params)
 
     async def retry_completion(
@@ -314,7 +314,7 @@ class SQLiteStore(Store):
     async def finish_dispatch(
         self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
     ) -> None:
-        params = sql.finish_params(dispatch_id, owner, error, next_attempt_at)
+        params = records.finish_params(dispatch_id, owner, error, next_attempt_at)
         await self._write_sync(sqlite_ops.execute, sql.FINISH_DISPATCH, params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
@@ -346,7 +346,7 @@ class SQLiteStore(Store):
 
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         rows = await self._read(sql.DUE_POLLS, (source, now, limit))
-        return [sql.job_row(r) for r in rows]
+        return [records.job_row(r) for r in rows]
 
     async def next_poll_at(self) -> float | None:
         rows = await self._read(sql.NEXT_POLL)
@@ -361,13 +361,13 @@ class SQLiteStore(Store):
 
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
-        return [sql.dispatch_row(r) for r in rows]
+        return [records.dispatch_row(r) for r in rows]
 
     async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
         rows = await self._read(
             f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
         )
-        return sql.completion_row(rows[0]) if rows else None
+        return records.completion_row(rows[0]) if rows else None
 
     # Queries for the admin API (receiver.store.queries)
 
@@ -386,7 +386,7 @@ class SQLiteStore(Store):
 
     async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
         rows = await self._read(queries.COMPLETIONS_AFTER, (after_id, limit))
-        return [sql.completion_row(r) for r in rows]
+        return [records.completion_row(r) for r in rows]
 
     async def last_completion_id(self) -> int:
         ((last,),) = await self._read(queries.LAST_COMPLETION_ID)
