@@ -69,7 +69,12 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
                 module = ".".join([*base, node.module] if node.module else base)
             else:
                 module = node.module or ""
-            targets = [f"{module}.{alias.name}" for alias in node.names] + [module]
+            # ``from package import module`` depends on that module; any other name, on the
+            # module it is taken from (a package's face, when it re-exports).
+            targets = [
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                for alias in node.names
+            ]
         for target in targets:
             # the longest known module the dotted name starts with
             while target and target not in known:

@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from receiver.config.load import load_settings
 from receiver.service.app import create_app
-from receiver.sim import Simulator
+from receiver.sim import Simulator, build_app
 from tests.support import SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ backoff_initial = 0.05
 @pytest.fixture
 async def sim() -> AsyncIterator[tuple[Simulator, str]]:
     simulator = Simulator("reducto", api_key=API_KEY, duration=0.0, result_bytes=3 * 1024 * 1024)
-    async with live_server(simulator.app) as url:
+    async with live_server(build_app(simulator)) as url:
         yield simulator, url
 
 
@@ -269,10 +269,10 @@ async def _dispatch_states(settings: Settings, job_id: str) -> dict[str, str]:
 
 
 async def test_docextract_confidence_is_kept_for_min_confidence_filters(tmp_path: Path) -> None:
-    from receiver.store.views import JobFilter
+    from receiver.store.rows import JobFilter
 
     simulator = Simulator("docextract", api_key=API_KEY, duration=0.0)
-    async with live_server(simulator.app) as sim_url:
+    async with live_server(build_app(simulator)) as sim_url:
         (job_id,) = simulator.create_jobs(1)
         config = tmp_path / "de.toml"
         config.write_text(

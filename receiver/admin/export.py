@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from receiver.store import Store
-    from receiver.store.views import JobFilter, JobListing
+    from receiver.store.rows import JobFilter, JobListing
 
 PAGE = 500
 MAX_INLINE_RESULT = 8 * 1024 * 1024

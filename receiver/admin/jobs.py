@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from receiver.store import Store
-    from receiver.store.views import JobFilter
+    from receiver.store.rows import JobFilter
 
 log = structlog.get_logger("receiver.admin")
 M = TypeVar("M", bound=BaseModel)

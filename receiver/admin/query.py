@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 from receiver import jsontext
 from receiver.errors import RejectedError
 from receiver.models import State
-from receiver.store.views import JobFilter
+from receiver.store.rows import JobFilter
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from receiver.store.views import JobKey
+    from receiver.store.rows import JobKey
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500

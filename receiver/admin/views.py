@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.admin.query import encode_cursor
 from receiver.models import State
-from receiver.store.views import JobFilter
+from receiver.store.rows import JobFilter
 
 if TYPE_CHECKING:
     from receiver.store import CompletionRow, DispatchRow, JobRow, Store
-    from receiver.store.views import DeliveryRow, JobKey, JobListing, JobStats
+    from receiver.store.rows import DeliveryRow, JobKey, JobListing, JobStats
 
 
 def iso(at: float | None) -> str | None:

@@ -74,7 +74,7 @@ def _table(sim: Simulator, app: Starlette, job_ids: list[str], started: float) -
 
 async def run_demo(jobs: int, drop: float, seconds: float, console: Console) -> dict[str, int]:
     """Run the demo until every job's result is written (or ``seconds`` pass)."""
-    from receiver.sim import Simulator
+    from receiver.sim import Simulator, build_app
 
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
     api_key = secrets.token_urlsafe(16)
@@ -84,7 +84,7 @@ async def run_demo(jobs: int, drop: float, seconds: float, console: Console) -> 
         sim = Simulator("reducto", api_key=api_key, secret=secret, drop=drop, seed=1,
                         webhook_url=f"http://127.0.0.1:{port}/webhooks/reducto", duration=4.0,
                         result_bytes=512 * 1024)  # fmt: skip
-        async with serving(sim.app) as sim_url:
+        async with serving(build_app(sim)) as sim_url:
             app = create_app(demo_settings(data_dir, sim_url, secret, api_key))
             async with serving(app, port=port):
                 job_ids = sim.create_jobs(jobs, result="url")

@@ -9,6 +9,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from receiver.sim.api import build_app
     from receiver.sim.clock import ManualClock, SystemClock
     from receiver.sim.journal import Entry, key_hash
     from receiver.sim.sender import Delivery
@@ -20,10 +21,19 @@ _EXPORTS = {
     "ManualClock": "receiver.sim.clock",
     "Simulator": "receiver.sim.simulator",
     "SystemClock": "receiver.sim.clock",
+    "build_app": "receiver.sim.api",
     "key_hash": "receiver.sim.journal",
 }
 
-__all__ = ["Delivery", "Entry", "ManualClock", "Simulator", "SystemClock", "key_hash"]
+__all__ = [
+    "Delivery",
+    "Entry",
+    "ManualClock",
+    "Simulator",
+    "SystemClock",
+    "build_app",
+    "key_hash",
+]
 
 
 def __getattr__(name: str) -> Any:

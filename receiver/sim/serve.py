@@ -10,6 +10,7 @@ import uvicorn
 from receiver.errors import ConfigError
 from receiver.ops.log import configure_logging
 from receiver.secret import resolve_secret
+from receiver.sim.api import build_app
 from receiver.sim.journal import safe_url
 from receiver.sim.simulator import Simulator
 
@@ -68,5 +69,5 @@ def run(
         webhook_url=safe_url(sim.sender.settings.url),
     )
     uvicorn.run(
-        sim.app, host=host, port=port, log_config=None, access_log=False, server_header=False
+        build_app(sim), host=host, port=port, log_config=None, access_log=False, server_header=False
     )

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import TracebackType
 
-    from starlette.applications import Starlette
-
     from receiver.sim.clock import Clock
     from receiver.sim.jobs import Job, Outcome, ResultMode
     from receiver.sim.limits import Target
@@ -42,8 +40,8 @@ def _check(ok: bool, message: str) -> None:
 class Simulator:
     """A faithful fake of one provider's API.
 
-    Serve ``.app`` (its lifespan runs the webhook sender), or ``async with`` the simulator to
-    run the sender without serving; not both at once.
+    Serve ``build_app(sim)`` (``receiver.sim.api``: its lifespan runs the webhook sender), or
+    ``async with`` the simulator to run the sender without serving; not both at once.
     """
 
     def __init__(
@@ -117,9 +115,6 @@ class Simulator:
         self.tick = tick
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        from receiver.sim.api import build_app
-
-        self.app: Starlette = build_app(self)
 
     def __repr__(self) -> str:
         return f"Simulator(provider={self.provider!r}, jobs={len(self.jobs)})"

@@ -6,7 +6,8 @@ import importlib
 from pathlib import Path
 
 from receiver.errors import ConfigError
-from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
+from receiver.store.base import Store
+from receiver.store.rows import CompletionRow, DispatchRow, JobRow, Resolution
 
 __all__ = ["CompletionRow", "DispatchRow", "JobRow", "Resolution", "Store", "open_store"]
 

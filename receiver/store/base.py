@@ -1,78 +1,26 @@
-"""The store contract every backend (SQLite, PostgreSQL) fulfils, and the rows it returns."""
+"""The store contract every backend (SQLite, PostgreSQL) fulfils; what it returns is in ``rows``."""
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from receiver.models import Event, IngestResult, State
-    from receiver.store.views import Backlog, DeliveryRow, JobFilter, JobKey, JobListing, JobStats
-
-
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    source: str
-    job_id: str
-    state: str
-    provider_status: str
-    metadata: dict[str, Any]
-    created_at: float
-    updated_at: float
-    last_news_at: float
-    terminal_at: float | None
-    progress_done: int | None
-    progress_total: int | None
-    expected_pages: int | None
-    error: str | None
-    poll_attempts: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class CompletionRow:
-    id: int
-    source: str
-    job_id: str
-    state: str
-    provider_status: str
-    metadata: dict[str, Any]
-    error: str | None
-    created_at: float
-    phase: str
-    result_path: str | None
-    result_sha256: str | None
-    result_bytes: int | None
-    attempts: int
-    result_ref: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class DispatchRow:
-    id: int
-    completion_id: int
-    handler: str
-    state: str
-    attempts: int
-    next_attempt_at: float
-    last_error: str | None
-    updated_at: float
-
-
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """How a completion's result was resolved: a file under results.dir, or an error."""
-
-    result_path: str | None = None
-    result_sha256: str | None = None
-    result_bytes: int | None = None
-    error: str | None = None
-    state: State | None = None
-    provider_status: str | None = None
-    confidence: float | None = None
-    """The job-level confidence the result reports (its least confident field), if any."""
+    from receiver.models import Event, IngestResult
+    from receiver.store.rows import (
+        Backlog,
+        CompletionRow,
+        DeliveryRow,
+        DispatchRow,
+        JobFilter,
+        JobKey,
+        JobListing,
+        JobRow,
+        JobStats,
+        Resolution,
+    )
 
 
 class Store(abc.ABC):

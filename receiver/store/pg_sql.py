@@ -12,11 +12,11 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
-from receiver.store import queries, sql
+from receiver.store import queries, records, sql
 
 if TYPE_CHECKING:
     from receiver.models import Event
-    from receiver.store.views import JobFilter, JobKey
+    from receiver.store.rows import JobFilter, JobKey
 
 # The event stream resumes after the last completion id it sent, so it must never read id 12
 # while id 11 is still uncommitted (concurrent transactions commit out of id order). Ingests
@@ -155,5 +155,5 @@ def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple
 
 
 def completion_args(event: Event, at: float, resolve: bool) -> tuple[Any, ...]:
-    p = sql.completion_params(event, at, resolve)
+    p = records.completion_params(event, at, resolve)
     return (p["source"], p["job_id"], p["now"], p["phase"], p["result_ref"])

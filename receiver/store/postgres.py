@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
-from receiver.store import pg_sql, queries, sql
-from receiver.store.base import CompletionRow, DispatchRow, JobRow, Resolution, Store
+from receiver.store import pg_sql, queries, records, sql
+from receiver.store.base import Store
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
 
@@ -21,13 +21,17 @@ if TYPE_CHECKING:
 
     from receiver.models import Event
     from receiver.store.pg_pool import Conn
-    from receiver.store.views import (
+    from receiver.store.rows import (
         Backlog,
+        CompletionRow,
         DeliveryRow,
+        DispatchRow,
         JobFilter,
         JobKey,
         JobListing,
+        JobRow,
         JobStats,
+        Resolution,
     )
 
 _n = pg_sql.numbered
@@ -57,12 +61,12 @@ class PostgresStore(Store):
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True
     ) -> IngestResult:
         return await self._db.transaction(
-            lambda conn: _ingest(conn, event, handlers, resolve, sql.now())
+            lambda conn: _ingest(conn, event, handlers, resolve, records.now())
         )
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._db.fetch(_n(sql.SELECT_JOB), source, job_id)
-        return sql.job_row(rows[0]) if rows else None
+        return records.job_row(rows[0]) if rows else None
 
     async def claim_completions(
         self, owner: str, limit: int, lease_seconds: float, now: float
@@ -70,14 +74,14 @@ class PostgresStore(Store):
         async def op(conn: Conn) -> list[CompletionRow]:
             args = (owner, now + lease_seconds, now, now, limit)
             rows = await conn.fetch(pg_sql.CLAIM_COMPLETIONS, *args)
-            return [sql.completion_row(r) for r in rows]
+            return [records.completion_row(r) for r in rows]
 
         return await self._db.transaction(op)
 
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
     ) -> None:
-        params = sql.resolution_params(completion_id, owner, resolution)
+        params = records.resolution_params(completion_id, owner, resolution)
         await self._db.execute(_n(sql.RESOLVE_COMPLETION), *params)
 
     async def retry_completion(
@@ -92,13 +96,13 @@ class PostgresStore(Store):
         async def op(conn: Conn) -> list[tuple[DispatchRow, CompletionRow]]:
             args = (owner, now + lease_seconds, now, now, now, limit)
             claimed = [
-                sql.dispatch_row(r) for r in await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
+                records.dispatch_row(r) for r in await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
             ]
             if not claimed:
                 return []
             ids = sorted({d.completion_id for d in claimed})
             rows = await conn.fetch(pg_sql.COMPLETIONS_BY_ID, ids)
-            by_id = {c.id: c for c in map(sql.completion_row, rows)}
+            by_id = {c.id: c for c in map(records.completion_row, rows)}
             return [(d, by_id[d.completion_id]) for d in claimed]
 
         return await self._db.transaction(op)
@@ -106,7 +110,7 @@ class PostgresStore(Store):
     async def finish_dispatch(
         self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
     ) -> None:
-        params = sql.finish_params(dispatch_id, owner, error, next_attempt_at)
+        params = records.finish_params(dispatch_id, owner, error, next_attempt_at)
         await self._db.execute(_n(sql.FINISH_DISPATCH), *params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
@@ -141,7 +145,7 @@ class PostgresStore(Store):
 
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         rows = await self._db.fetch(_n(sql.DUE_POLLS), source, now, limit)
-        return [sql.job_row(r) for r in rows]
+        return [records.job_row(r) for r in rows]
 
     async def next_poll_at(self) -> float | None:
         return _first(await self._db.fetch(sql.NEXT_POLL))
@@ -158,11 +162,11 @@ class PostgresStore(Store):
 
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._db.fetch(_n(sql.SELECT_DISPATCHES_FOR), source, job_id)
-        return [sql.dispatch_row(r) for r in rows]
+        return [records.dispatch_row(r) for r in rows]
 
     async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
         rows = await self._db.fetch(pg_sql.COMPLETION_FOR, source, job_id)
-        return sql.completion_row(rows[0]) if rows else None
+        return records.completion_row(rows[0]) if rows else None
 
     # Queries for the admin API (receiver.store.queries, renumbered)
 
@@ -186,7 +190,7 @@ class PostgresStore(Store):
         async def op(conn: Conn) -> list[CompletionRow]:
             await conn.execute(pg_sql.LOCK_COMPLETIONS)  # none in flight below what we read
             rows = await conn.fetch(_n(queries.COMPLETIONS_AFTER), after_id, limit)
-            return [sql.completion_row(r) for r in rows]
+            return [records.completion_row(r) for r in rows]
 
         return await self._db.transaction(op)
 
@@ -222,7 +226,8 @@ async def _ingest(
     conn: Conn, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
     if event.message_id is not None:
-        seen = await conn.fetchval(pg_sql.INSERT_DELIVERY, *sql.delivery_params(event, now)) is None
+        delivery = records.delivery_params(event, now)
+        seen = await conn.fetchval(pg_sql.INSERT_DELIVERY, *delivery) is None
         if seen:
             key = (event.source, event.job_id)
             requeued = await conn.execute(_n(sql.REQUEUE_DEAD_FOR_JOB), now, now, *key)
@@ -230,7 +235,7 @@ async def _ingest(
             return IngestResult(
                 "duplicate", event.job_id, State(state), requeued=affected(requeued)
             )
-    state = await conn.fetchval(pg_sql.UPSERT_JOB, *sql.job_args(event, now))
+    state = await conn.fetchval(pg_sql.UPSERT_JOB, *records.job_args(event, now))
     completed = False
     if event.state.terminal and state == event.state:
         await conn.execute(pg_sql.LOCK_COMPLETIONS_SHARED)

@@ -11,15 +11,15 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import TERMINAL_STATES
-from receiver.store import sql
-from receiver.store.views import Backlog, DeliveryRow, JobListing, JobStats
+from receiver.store import records, sql
+from receiver.store.rows import Backlog, DeliveryRow, JobListing, JobStats
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
     import aiosqlite
 
-    from receiver.store.views import JobFilter, JobKey
+    from receiver.store.rows import JobFilter, JobKey
 
 _LISTING = """
 SELECT j.source, j.job_id, j.state, j.provider_status, j.metadata, j.created_at, j.updated_at,
@@ -129,7 +129,7 @@ def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple
 
 
 def listing_row(r: Sequence[Any]) -> JobListing:
-    return JobListing(sql.job_row(r[:14]), r[14], r[15], r[16], r[17], r[18])
+    return JobListing(records.job_row(r[:14]), r[14], r[15], r[16], r[17], r[18])
 
 
 def delivery_row(r: Sequence[Any]) -> DeliveryRow:

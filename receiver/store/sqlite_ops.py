@@ -11,14 +11,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
-from receiver.store import sql
+from receiver.store import records, sql
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Sequence
 
     from receiver.models import Event
-    from receiver.store.base import CompletionRow, DispatchRow
+    from receiver.store.rows import CompletionRow, DispatchRow
 
 
 def ingest(
@@ -28,14 +28,14 @@ def ingest(
     dispatches when the event finishes the job."""
     if (
         event.message_id is not None
-        and not db.execute(sql.INSERT_DELIVERY_ROW, sql.delivery_params(event, now)).rowcount
+        and not db.execute(sql.INSERT_DELIVERY_ROW, records.delivery_params(event, now)).rowcount
     ):
         cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
         (known,) = db.execute(
             "SELECT state FROM jobs WHERE source = ? AND job_id = ?", (event.source, event.job_id)
         ).fetchone()
         return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
-    args = sql.job_args(event, now)
+    args = records.job_args(event, now)
     new_job = bool(db.execute(sql.INSERT_NEW_JOB, args).rowcount)
     if new_job:
         state: str = event.state.value  # a new job holds what its first news says
@@ -44,10 +44,12 @@ def ingest(
     completed = False
     if event.state.terminal and state == event.state:
         if new_job:
-            extra = sql.completion_phase(event, resolve)
+            extra = records.completion_phase(event, resolve)
             created = db.execute(sql.INSERT_NEW_COMPLETION, (*args[:7], *extra))
         else:
-            created = db.execute(sql.INSERT_COMPLETION, sql.completion_params(event, now, resolve))
+            created = db.execute(
+                sql.INSERT_COMPLETION, records.completion_params(event, now, resolve)
+            )
         if created.rowcount:
             completed = True
             completion_id = created.lastrowid
@@ -64,20 +66,20 @@ def claim_completions(
     db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
 ) -> list[CompletionRow]:
     rows = db.execute(sql.CLAIM_COMPLETIONS, (owner, until, now, now, limit)).fetchall()
-    return [sql.completion_row(r) for r in rows]
+    return [records.completion_row(r) for r in rows]
 
 
 def claim_dispatches(
     db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
 ) -> list[tuple[DispatchRow, CompletionRow]]:
     rows = db.execute(sql.CLAIM_DISPATCHES, (owner, until, now, now, now, limit)).fetchall()
-    claimed = [sql.dispatch_row(r) for r in rows]
+    claimed = [records.dispatch_row(r) for r in rows]
     if not claimed:
         return []
     ids = sorted({d.completion_id for d in claimed})
     marks = ",".join("?" * len(ids))
     comps = db.execute(f"{sql.SELECT_COMPLETION} WHERE id IN ({marks})", ids).fetchall()
-    by_id = {c.id: c for c in map(sql.completion_row, comps)}
+    by_id = {c.id: c for c in map(records.completion_row, comps)}
     return [(d, by_id[d.completion_id]) for d in claimed]
 
 

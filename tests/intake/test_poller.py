@@ -13,7 +13,7 @@ import pytest
 from receiver.config.load import load_settings
 from receiver.models import Event, State
 from receiver.service.app import create_app
-from receiver.sim import Simulator
+from receiver.sim import Simulator, build_app
 from tests.support import SECRET, live_server
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ async def test_every_tracked_job_completes_with_30_percent_of_webhooks_dropped(
         secret=SECRET, drop=0.3, seed=7, duration=1.0, requests_per_minute=300,
         result_bytes=64 * 1024,
     )  # fmt: skip
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         settings = poll_settings(tmp_path, provider, sim_url)
         app = create_app(settings)
         async with live_server(app, port=port):
@@ -119,7 +119,7 @@ async def test_poller_never_exceeds_the_request_budget(tmp_path: Path) -> None:
     # No webhooks at all: every job completes through polls, at 60 requests per minute.
     sim = Simulator("knowhere", api_key=API_KEY, duration=2.0, requests_per_minute=60,
                     rate_window=60, result_bytes=1024)  # fmt: skip
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         settings = poll_settings(tmp_path, "knowhere", sim_url, rpm=60, grace=0.0)
         app = create_app(settings)
         async with live_server(app):
@@ -136,7 +136,7 @@ async def test_poller_never_exceeds_the_request_budget(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 async def test_retry_after_of_a_429_is_respected(tmp_path: Path) -> None:
     sim = Simulator("knowhere", api_key=API_KEY, duration=0.0, result_bytes=1024)
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         settings = poll_settings(tmp_path, "knowhere", sim_url, grace=0.0)
         app = create_app(settings)
         async with live_server(app):
@@ -153,7 +153,7 @@ async def test_webhook_racing_a_poll_dispatches_once(tmp_path: Path) -> None:
     from tests.support import reducto_body, signed_headers
 
     sim = Simulator("reducto", api_key=API_KEY, duration=0.0, result_bytes=1024)
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         settings = poll_settings(tmp_path, "reducto", sim_url, grace=0.0)
         app = create_app(settings)
         async with live_server(app) as url, httpx.AsyncClient() as client:
@@ -196,7 +196,7 @@ async def _poller_parts(tmp_path: Path, sim_url: str, **kw: Any) -> tuple[Any, A
 
 async def test_only_one_poller_leads_per_store(tmp_path: Path) -> None:
     sim = Simulator("reducto", api_key=API_KEY, duration=0.0)
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         store, client, first = await _poller_parts(tmp_path, sim_url, owner="a")
         try:
             from receiver.intake.poller import Poller
@@ -216,7 +216,7 @@ async def test_job_past_give_up_after_hours_becomes_expired(tmp_path: Path) -> N
     import time
 
     sim = Simulator("reducto", api_key=API_KEY, duration=10_000.0)
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         later = time.time() + 31 * 3600
         store, client, poller = await _poller_parts(tmp_path, sim_url, clock=lambda: later)
         try:
@@ -235,7 +235,7 @@ async def test_job_past_give_up_after_hours_becomes_expired(tmp_path: Path) -> N
 
 async def test_poll_records_progress_and_schedules_the_next_poll(tmp_path: Path) -> None:
     sim = Simulator("knowhere", api_key=API_KEY, duration=10_000.0, pages=120)
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         from receiver.intake.ingest import Ingestor
         from receiver.providers import get_provider
         from receiver.providers.jobapi import JobAPI

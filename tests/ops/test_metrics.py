@@ -9,7 +9,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from receiver.service.app import create_app
-from receiver.sim import Simulator
+from receiver.sim import Simulator, build_app
 from tests.adminsupport import admin_settings, deliver
 from tests.support import live_server, reducto_body, signed_headers
 from tests.test_pipeline import API_KEY, pipeline_settings
@@ -117,7 +117,7 @@ async def test_each_app_counts_on_its_own(tmp_path: Path) -> None:
 
 async def test_job_api_calls_and_fetched_bytes_are_counted(tmp_path: Path) -> None:
     simulator = Simulator("reducto", api_key=API_KEY, duration=0.0, result_bytes=200_000)
-    async with live_server(simulator.app) as sim_url:
+    async with live_server(build_app(simulator)) as sim_url:
         (job_id,) = simulator.create_jobs(1, result="url")
         app = create_app(pipeline_settings(tmp_path, sim_url))
         async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:

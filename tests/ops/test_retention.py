@@ -15,7 +15,7 @@ from receiver.config.settings import RetentionSettings
 from receiver.models import State
 from receiver.ops.retention import DAY, Retention
 from receiver.service.app import create_app
-from receiver.sim import Simulator
+from receiver.sim import Simulator, build_app
 from receiver.store import Resolution
 from tests.adminsupport import deliver, open_store, record
 from tests.support import live_server
@@ -162,7 +162,7 @@ async def test_retention_is_off_unless_configured(tmp_path: Path) -> None:
 @pytest.fixture
 async def sim() -> AsyncIterator[tuple[Simulator, str]]:
     simulator = Simulator("reducto", api_key=API_KEY, duration=0.0, result_bytes=1024)
-    async with live_server(simulator.app) as url:
+    async with live_server(build_app(simulator)) as url:
         yield simulator, url
 
 

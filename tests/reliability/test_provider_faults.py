@@ -19,7 +19,7 @@ import pytest
 from receiver.config.load import load_settings
 from receiver.models import Event, State
 from receiver.service.app import create_app
-from receiver.sim import Simulator
+from receiver.sim import Simulator, build_app
 from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ async def test_webhooks_racing_polls_on_twenty_jobs_dispatch_each_job_once(
     port = free_port()
     sim = Simulator("reducto", api_key=API_KEY, webhook_url=f"http://127.0.0.1:{port}/webhooks/reducto",
                     secret=SECRET, duration=0.5, result_bytes=2048, seed=3)  # fmt: skip
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         app = create_app(_settings(tmp_path, "reducto", sim_url))
         async with live_server(app, port=port) as url:
             job_ids = sim.create_jobs(20, result="inline")
@@ -123,7 +123,7 @@ async def test_a_429_storm_is_waited_out_without_asking_before_retry_after(
 ) -> None:
     sim = Simulator("knowhere", api_key=API_KEY, duration=0.0, result_bytes=1024,
                     requests_per_minute=120)  # fmt: skip
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         app = create_app(_settings(tmp_path, "knowhere", sim_url, rpm=120))
         async with live_server(app):
             job_ids = sim.create_jobs(6)
@@ -147,7 +147,7 @@ async def test_a_429_storm_is_waited_out_without_asking_before_retry_after(
 async def test_a_presigned_url_expiring_between_retries_is_refreshed(tmp_path: Path) -> None:
     sim = Simulator("reducto", api_key=API_KEY, duration=0.0, url_ttl=1.0,
                     result_bytes=256 * 1024)  # fmt: skip
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         app = create_app(_settings(tmp_path, "reducto", sim_url, grace=3600))
         async with live_server(app) as url:
             (job_id,) = sim.create_jobs(1, result="url")
@@ -180,7 +180,7 @@ async def test_two_hundred_jobs_complete_with_30_percent_of_webhooks_dropped(
     sim = Simulator("reducto", api_key=API_KEY, webhook_url=f"http://127.0.0.1:{port}/webhooks/reducto",
                     secret=SECRET, drop=0.3, seed=9, duration=2.0, result_bytes=4096,
                     requests_per_minute=600)  # fmt: skip
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         app = create_app(_settings(tmp_path, "reducto", sim_url, rpm=600, grace=1.0))
         async with live_server(app, port=port):
             job_ids = sim.create_jobs(200, result="inline")

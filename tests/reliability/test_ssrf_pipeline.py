@@ -20,7 +20,7 @@ from starlette.routing import Route
 
 from receiver.config.load import load_settings
 from receiver.service.app import create_app
-from receiver.sim import Simulator
+from receiver.sim import Simulator, build_app
 from tests.support import SECRET, live_server, signed_headers
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ async def test_the_simulator_reached_by_a_name_of_loopback_serves_no_result(
 ) -> None:
     """The simulator presigns URLs on the host it was asked by: ``localhost``, a private name."""
     sim = Simulator("reducto", api_key=API_KEY, duration=0.0, result_bytes=4096)
-    async with live_server(sim.app) as sim_url:
+    async with live_server(build_app(sim)) as sim_url:
         api = sim_url.replace("127.0.0.1", "localhost")
         config = tmp_path / "jobhook.toml"
         config.write_text(

@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from receiver.sim import ManualClock, Simulator
+from receiver.sim import ManualClock, Simulator, build_app
 from receiver.sim.blobs import BlobSpec, chunks
 from tests.sim.helpers import API_KEY, auth
 from tests.support import live_server
@@ -49,7 +49,7 @@ async def test_presigned_url_works_then_403_after_expiry_and_a_fresh_one_is_mint
 ) -> None:
     clock = ManualClock()
     sim, job_id = await _finished(provider, clock, url_ttl=60, result_bytes=5000)
-    async with live_server(sim.app) as base, httpx.AsyncClient() as client:
+    async with live_server(build_app(sim)) as base, httpx.AsyncClient() as client:
         first = _url(
             provider, (await client.get(base + path.format(job_id), headers=auth(provider))).json()
         )
@@ -73,7 +73,7 @@ async def test_presigned_url_works_then_403_after_expiry_and_a_fresh_one_is_mint
 async def test_reducto_url_result_is_json_of_the_configured_size() -> None:
     clock = ManualClock()
     sim, job_id = await _finished("reducto", clock, result_bytes=300_000)
-    async with live_server(sim.app) as base, httpx.AsyncClient() as client:
+    async with live_server(build_app(sim)) as base, httpx.AsyncClient() as client:
         body = (await client.get(f"{base}/job/{job_id}", headers=auth("reducto"))).json()
         blob = await client.get(_url("reducto", body))
     assert blob.headers["content-type"] == "application/json"
@@ -84,7 +84,7 @@ async def test_reducto_url_result_is_json_of_the_configured_size() -> None:
 async def test_knowhere_result_is_a_valid_zip_matching_its_checksum() -> None:
     clock = ManualClock()
     sim, job_id = await _finished("knowhere", clock, result_bytes=20_000)
-    async with live_server(sim.app) as base, httpx.AsyncClient() as client:
+    async with live_server(build_app(sim)) as base, httpx.AsyncClient() as client:
         body = (await client.get(f"{base}/v1/jobs/{job_id}", headers=auth("knowhere"))).json()
         blob = await client.get(body["result_url"])
     archive = zipfile.ZipFile(io.BytesIO(blob.content))
@@ -97,7 +97,7 @@ async def test_knowhere_result_is_a_valid_zip_matching_its_checksum() -> None:
 async def test_tampered_or_unknown_blob_urls_are_refused_like_s3() -> None:
     clock = ManualClock()
     sim, job_id = await _finished("knowhere", clock)
-    async with live_server(sim.app) as base, httpx.AsyncClient() as client:
+    async with live_server(build_app(sim)) as base, httpx.AsyncClient() as client:
         body = (await client.get(f"{base}/v1/jobs/{job_id}", headers=auth("knowhere"))).json()
         url = body["result_url"]
         tampered = await client.get(url[:-4] + ("0000" if not url.endswith("0000") else "1111"))
@@ -113,7 +113,7 @@ async def test_tampered_or_unknown_blob_urls_are_refused_like_s3() -> None:
 async def test_large_blob_streams_with_the_reported_sha256() -> None:
     clock = ManualClock()
     sim, job_id = await _finished("knowhere", clock, result_bytes=48 * MiB)
-    async with live_server(sim.app) as base, httpx.AsyncClient(timeout=30) as client:
+    async with live_server(build_app(sim)) as base, httpx.AsyncClient(timeout=30) as client:
         body = (await client.get(f"{base}/v1/jobs/{job_id}", headers=auth("knowhere"))).json()
         digest, size = hashlib.sha256(), 0
         async with client.stream("GET", body["result_url"]) as response:
@@ -130,7 +130,7 @@ async def test_gibibyte_blob_is_streamed_without_growing_memory() -> None:
     clock = ManualClock()
     sim, job_id = await _finished("reducto", clock, result_bytes=1024 * MiB)
     process = psutil.Process()
-    async with live_server(sim.app) as base, httpx.AsyncClient(timeout=30) as client:
+    async with live_server(build_app(sim)) as base, httpx.AsyncClient(timeout=30) as client:
         body = (await client.get(f"{base}/job/{job_id}", headers=auth("reducto"))).json()
         before = process.memory_info().rss
         size = 0
@@ -159,7 +159,7 @@ async def test_blob_faults_fail_or_cut_the_download_short() -> None:
     sim, job_id = await _finished("knowhere", clock, result_bytes=4 * MiB)
     sim.inject(target="blobs", status=500)
     sim.inject(target="blobs", truncate=1000)
-    async with live_server(sim.app) as base, httpx.AsyncClient() as client:
+    async with live_server(build_app(sim)) as base, httpx.AsyncClient() as client:
         body = (await client.get(f"{base}/v1/jobs/{job_id}", headers=auth("knowhere"))).json()
         failed = await client.get(body["result_url"])
         received: list[int] = []

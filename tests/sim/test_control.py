@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import httpx
 
-from receiver.sim import ManualClock, Simulator
+from receiver.sim import ManualClock, Simulator, build_app
 from tests.sim.helpers import API_KEY, auth
 from tests.support import live_server
 
 
 async def test_jobs_created_over_http_are_served_by_the_provider_api() -> None:
     sim = Simulator("knowhere", api_key=API_KEY)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         created = await client.post("/_sim/jobs", json={"count": 3, "pages": 12, "duration": 60})
         ids = created.json()["job_ids"]
         job = await client.get(f"/v1/jobs/{ids[0]}", headers=auth("knowhere"))
@@ -27,7 +27,7 @@ async def test_jobs_created_over_http_are_served_by_the_provider_api() -> None:
 
 async def test_invalid_job_requests_are_400() -> None:
     sim = Simulator("docurift", api_key=API_KEY)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         url_result = await client.post("/_sim/jobs", json={"result": "url"})
         negative = await client.post("/_sim/jobs", json={"count": 0})
         unknown = await client.post("/_sim/jobs", json={"colour": "red"})
@@ -39,7 +39,7 @@ async def test_invalid_job_requests_are_400() -> None:
 
 async def test_unknown_job_view_is_404() -> None:
     sim = Simulator("reducto", api_key=API_KEY)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.get("/_sim/jobs/nope")
     assert response.status_code == 404
 
@@ -54,7 +54,7 @@ async def test_job_ids_are_reproducible_with_the_seed() -> None:
 
 async def test_describe_names_the_provider_and_budget_without_secrets() -> None:
     sim = Simulator("knowhere", api_key=API_KEY, clock=ManualClock())
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.get("/_sim")
     assert response.json()["provider"] == "knowhere"
     assert response.json()["requests_per_window"] == 60

@@ -7,7 +7,7 @@ import time
 import httpx
 import pytest
 
-from receiver.sim import ManualClock, Simulator, key_hash
+from receiver.sim import ManualClock, Simulator, build_app, key_hash
 from tests.sim.helpers import API_KEY, auth
 from tests.support import live_server
 
@@ -28,7 +28,7 @@ def _sim(provider: str, **options: object) -> tuple[Simulator, str]:
 @pytest.mark.parametrize("provider", sorted(PATHS))
 async def test_requests_without_the_right_key_are_401(provider: str) -> None:
     sim, path = _sim(provider)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         missing = await client.get(path)
         wrong = await client.get(path, headers=auth(provider, "not-the-key"))
         right = await client.get(path, headers=auth(provider))
@@ -37,7 +37,7 @@ async def test_requests_without_the_right_key_are_401(provider: str) -> None:
 
 async def test_docurift_does_not_accept_the_key_as_a_bearer_token() -> None:
     sim, path = _sim("docurift")
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.get(path, headers={"Authorization": f"Bearer {API_KEY}"})
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "UNAUTHORIZED"
@@ -45,7 +45,7 @@ async def test_docurift_does_not_accept_the_key_as_a_bearer_token() -> None:
 
 async def test_bearer_providers_do_not_accept_x_api_key() -> None:
     sim, path = _sim("reducto")
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.get(path, headers={"X-API-Key": API_KEY})
     assert response.status_code == 401
 
@@ -53,7 +53,7 @@ async def test_bearer_providers_do_not_accept_x_api_key() -> None:
 async def test_knowhere_budget_answers_429_with_headers_and_body_hint_past_60() -> None:
     clock = ManualClock()
     sim, path = _sim("knowhere", clock=clock)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         answers = []
         for _ in range(61):
             answers.append(await client.get(path, headers=auth("knowhere")))
@@ -75,7 +75,7 @@ async def test_knowhere_budget_answers_429_with_headers_and_body_hint_past_60() 
 async def test_budget_frees_up_once_the_retry_after_has_passed() -> None:
     clock = ManualClock()
     sim, path = _sim("reducto", clock=clock, requests_per_minute=3)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         for _ in range(3):
             assert (await client.get(path, headers=auth("reducto"))).status_code == 200
         refused = await client.get(path, headers=auth("reducto"))
@@ -89,7 +89,7 @@ async def test_budget_frees_up_once_the_retry_after_has_passed() -> None:
 
 async def test_docextract_uses_x_ratelimit_headers() -> None:
     sim, path = _sim("docextract", requests_per_minute=1)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         ok = await client.get(path, headers=auth("docextract"))
         refused = await client.get(path, headers=auth("docextract"))
     assert ok.headers["X-RateLimit-Limit"] == "1"
@@ -103,7 +103,7 @@ async def test_docextract_uses_x_ratelimit_headers() -> None:
 async def test_each_api_key_has_its_own_budget() -> None:
     sim = Simulator("knowhere", api_key=[API_KEY, "second-key-abcdef012345"], requests_per_minute=1)
     (job_id,) = sim.create_jobs()
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         first = await client.get(f"/v1/jobs/{job_id}", headers=auth("knowhere"))
         other = await client.get(
             f"/v1/jobs/{job_id}", headers=auth("knowhere", "second-key-abcdef012345")
@@ -114,7 +114,7 @@ async def test_each_api_key_has_its_own_budget() -> None:
 
 async def test_injected_429_carries_retry_after_in_header_and_knowhere_body() -> None:
     sim, path = _sim("knowhere")
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         injected = await client.post(
             "/_sim/faults", json={"status": 429, "count": 2, "retry_after": 7}
         )
@@ -129,7 +129,7 @@ async def test_injected_5xx_answers_then_recovers() -> None:
     sim, path = _sim("docurift")
     sim.inject(status=503, count=1)
     sim.inject(status=500, count=1)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         answers = [await client.get(path, headers=auth("docurift")) for _ in range(3)]
     assert [a.status_code for a in answers] == [503, 500, 200]
     assert answers[0].json()["success"] is False
@@ -137,7 +137,7 @@ async def test_injected_5xx_answers_then_recovers() -> None:
 
 async def test_injected_latency_delays_the_answer() -> None:
     sim, path = _sim("reducto")
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         await client.post("/_sim/faults", json={"latency": 0.4})
         started = time.monotonic()
         slow = await client.get(path, headers=auth("reducto"))
@@ -152,7 +152,7 @@ async def test_injected_latency_delays_the_answer() -> None:
 
 async def test_faults_can_be_cleared_and_bad_fault_requests_are_400() -> None:
     sim, path = _sim("reducto")
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         empty = await client.post("/_sim/faults", json={"count": 2})
         wrong_target = await client.post("/_sim/faults", json={"truncate": 5, "target": "api"})
         await client.post("/_sim/faults", json={"status": 500, "count": 5})
@@ -167,7 +167,7 @@ async def test_log_records_every_api_request_with_status_reason_and_key_hash() -
     clock = ManualClock()
     sim, path = _sim("knowhere", clock=clock, requests_per_minute=2)
     sim.inject(status=502)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         await client.get(path, headers=auth("knowhere"))
         await client.get(path, headers=auth("knowhere", "wrong-key"))
         await client.get(path)
@@ -198,7 +198,7 @@ async def test_log_records_every_api_request_with_status_reason_and_key_hash() -
 
 async def test_log_can_be_read_incrementally() -> None:
     sim, path = _sim("reducto")
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         await client.get(path, headers=auth("reducto"))
         first = (await client.get("/_sim/log")).json()
         await client.get(path, headers=auth("reducto"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from receiver.sim import ManualClock, Simulator
+from receiver.sim import ManualClock, Simulator, build_app
 from receiver.sim.shapes.base import iso
 from tests.sim.helpers import API_KEY, auth, fixture, shape_of
 from tests.support import live_server
@@ -52,7 +52,7 @@ async def _walk(provider: str, outcome: str, **create: object) -> list[dict[str,
     sim = Simulator(provider, api_key=API_KEY, clock=clock, requests_per_minute=10_000)
     (job_id,) = sim.create_jobs(duration=10, pages=8, outcome=outcome, **create)
     bodies = []
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         for _ in range(42):
             response = await client.get(JOB_PATHS[provider].format(job_id), headers=auth(provider))
             assert response.status_code == 200
@@ -133,7 +133,7 @@ async def test_speed_makes_jobs_finish_sooner_in_real_time() -> None:
 
 async def test_unknown_job_is_404_in_the_provider_style() -> None:
     sim = Simulator("knowhere", api_key=API_KEY)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.get("/v1/jobs/job_nope", headers=auth("knowhere"))
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "NOT_FOUND"
@@ -154,7 +154,7 @@ async def test_list_endpoint_pages_through_every_job_newest_first(
     ids = sim.create_jobs(5)
     seen: list[str] = []
     params: dict[str, str | int] = {"limit": 2}
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         for _ in range(5):
             body = (await client.get(path, params=params, headers=auth(provider))).json()
             seen += [item[id_key] for item in body["jobs"]]
@@ -173,7 +173,7 @@ async def test_list_endpoint_pages_through_every_job_newest_first(
 async def test_reducto_list_items_have_the_fixture_shape() -> None:
     sim = Simulator("reducto", api_key=API_KEY)
     sim.create_jobs(1)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         body = (await client.get("/jobs", headers=auth("reducto"))).json()
     assert shape_of(body) == {**shape_of(fixture("reducto")["list_jobs"]), "next_cursor": "null"}
 
@@ -188,7 +188,7 @@ async def test_list_status_filter_keeps_only_that_word(provider: str, path: str)
     clock.advance(2)
     sim.create_jobs(3, duration=100)
     word = "done" if provider == "knowhere" else "completed"
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         body = (await client.get(path, params={"status": word}, headers=auth(provider))).json()
         bad = await client.get(path, params={"status": "bogus"}, headers=auth(provider))
     key = "job_id" if provider == "knowhere" else "id"
@@ -202,7 +202,7 @@ async def test_docextract_list_filters_by_creation_time() -> None:
     early = sim.create_jobs(2)
     clock.advance(3600)
     sim.create_jobs(1)
-    async with live_server(sim.app) as url, httpx.AsyncClient(base_url=url) as client:
+    async with live_server(build_app(sim)) as url, httpx.AsyncClient(base_url=url) as client:
         params = {"created_before": iso(1_790_000_000.0 + 1800)}
         body = (await client.get("/v1/documents", params=params, headers=auth("docextract"))).json()
     assert sorted(item["id"] for item in body["jobs"]) == sorted(early)

@@ -11,8 +11,8 @@ import pytest
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, Progress, ResultRef, State
 from receiver.store import Resolution
+from receiver.store.rows import JobFilter
 from receiver.store.sqlite import SQLiteStore
-from receiver.store.views import JobFilter
 
 if TYPE_CHECKING:
     from receiver.store import DispatchRow, Store

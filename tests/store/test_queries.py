@@ -9,7 +9,7 @@ import pytest
 
 from receiver.models import State
 from receiver.store import Resolution
-from receiver.store.views import JobFilter
+from receiver.store.rows import JobFilter
 from tests.adminsupport import open_store, record
 
 if TYPE_CHECKING:

@@ -1,0 +1,132 @@
+"""What both stores pass to their statements and make of what those return: the parameters of
+an event, a result or an attempt, and rows (``receiver.store.rows``) built from records."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from receiver import jsontext
+from receiver.store.rows import CompletionRow, DispatchRow, JobRow
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from receiver.models import Event
+    from receiver.store.rows import Resolution
+
+
+def now() -> float:
+    return time.time()
+
+
+def delivery_params(event: Event, at: float) -> tuple[Any, ...]:
+    return (
+        event.source,
+        event.message_id,
+        event.job_id,
+        event.state.value,
+        event.provider_status,
+        at,
+    )
+
+
+def job_args(event: Event, at: float) -> tuple[Any, ...]:
+    """The job row's arguments in UPSERT_JOB's order (both stores): source, job_id, state,
+    provider_status, metadata, error, now, terminal_at, progress_done, progress_total,
+    expected_pages, poll_at."""
+    progress = event.progress
+    return (
+        event.source, event.job_id, event.state.value, event.provider_status,
+        jsontext.dumps(event.metadata), event.error, at, at if event.state.terminal else None,
+        progress.done if progress else None, progress.total if progress else None,
+        event.expected_pages, event.poll_at,
+    )  # fmt: skip
+
+
+def completion_phase(event: Event, resolve: bool) -> tuple[str, str | None]:
+    """A new completion's phase and result reference (JSON text, or None)."""
+    ref = event.result
+    result_ref = None
+    if ref is not None:
+        result_ref = json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+    return ("resolving" if resolve else "ready"), result_ref
+
+
+def completion_params(event: Event, at: float, resolve: bool) -> dict[str, Any]:
+    phase, result_ref = completion_phase(event, resolve)
+    return {
+        "source": event.source,
+        "job_id": event.job_id,
+        "now": at,
+        "phase": phase,
+        "result_ref": result_ref,
+    }
+
+
+def resolution_params(completion_id: int, owner: str, r: Resolution) -> tuple[Any, ...]:
+    state = r.state.value if r.state else None
+    return (
+        r.result_path,
+        r.result_sha256,
+        r.result_bytes,
+        r.error,
+        state,
+        r.provider_status,
+        now(),
+        r.confidence,
+        completion_id,
+        owner,
+    )
+
+
+def finish_params(
+    dispatch_id: int, owner: str, error: str | None, next_attempt_at: float | None
+) -> tuple[Any, ...]:
+    at = now()
+    if error is None:
+        state, finished = "succeeded", at
+    elif next_attempt_at is None:
+        state, finished = "dead", at
+    else:
+        state, finished = "pending", None
+    return (state, next_attempt_at, error, at, finished, dispatch_id, owner)
+
+
+def _json(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    loaded = json.loads(value) if value else {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def job_row(r: Sequence[Any]) -> JobRow:
+    attempts = r[13] if len(r) > 13 else 0
+    return JobRow(
+        r[0], r[1], r[2], r[3], _json(r[4]), r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+        attempts,
+    )  # fmt: skip
+
+
+def completion_row(r: Sequence[Any]) -> CompletionRow:
+    return CompletionRow(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        _json(r[5]),
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+        r[12],
+        r[13],
+    )
+
+
+def dispatch_row(r: Sequence[Any]) -> DispatchRow:
+    return DispatchRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
