@@ -60,13 +60,6 @@ def parse_url(url: str, invalid: str, default_scheme: str | None = None) -> Spli
     return parts
 
 
-def netloc(parts: SplitResult, default_port: int, default_host: str = "") -> str:
-    """``host:port`` of a URL without its credentials, an IPv6 host in brackets."""
-    host = parts.hostname or default_host
-    host = f"[{host}]" if ":" in host else host
-    return f"{host}:{parts.port or default_port}"
-
-
 def describe(exc: BaseException, timeout: float, urls: Iterable[Secret]) -> str:
     """``exc`` as one line for errors and logs, with the passwords of ``urls`` blanked out."""
     if str(exc):

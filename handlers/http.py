@@ -22,7 +22,7 @@ from svix.webhooks import Webhook
 from receiver.config import check_svix_secret
 from receiver.errors import RetryableError
 from receiver.secret import Secret, resolve_secret
-from receiver.urlsafety import tls_context
+from receiver.urlsafety import describe_url, tls_context
 
 if TYPE_CHECKING:
     from receiver.completion import Completion
@@ -57,7 +57,7 @@ class HttpHandler:
 
     def __repr__(self) -> str:
         return (
-            f"HttpHandler(name={self.name!r}, url={_display(self.url)!r}, "
+            f"HttpHandler(name={self.name!r}, url={describe_url(self.url, default_path='/')!r}, "
             f"signed={self._webhook is not None})"
         )
 
@@ -87,7 +87,7 @@ class HttpHandler:
         headers["content-type"] = "application/json"
         if self._webhook is not None:
             headers.update(self._signature_headers(completion.message_id, body))
-        target = _display(self.url)
+        target = describe_url(self.url, default_path="/")
         try:
             async with self._client.stream("POST", self.url, content=body, headers=headers) as r:
                 if not r.is_success:
@@ -174,14 +174,6 @@ def _resolve_headers(headers: Mapping[str, str]) -> dict[str, Secret]:
 def _hashed_id(message_id: str) -> str:
     """A header-safe stand-in for an id with spaces, control or non-ASCII characters."""
     return "jh_" + hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
-def _display(url: str) -> str:
-    """The URL without credentials or query string, for messages and logs."""
-    parsed = httpx.URL(url)
-    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
-    port = f":{parsed.port}" if parsed.port else ""
-    return f"{parsed.scheme}://{host}{port}{parsed.path}"
 
 
 async def _excerpt(response: httpx.Response) -> str:

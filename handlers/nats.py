@@ -20,6 +20,7 @@ import structlog
 from handlers import broker
 from receiver.errors import RetryableError
 from receiver.secret import Secret
+from receiver.urlsafety import describe_url
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,7 +61,7 @@ class NatsHandler:
         self.stream = stream
         self.timeout = broker.positive_seconds(timeout)
         self._servers = _resolve_servers(servers)
-        self.display_servers = [_display(s.reveal()) for s in self._servers]
+        self.display_servers = [describe_url(s.reveal(), 4222) for s in self._servers]
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._stream_ready = False
@@ -252,9 +253,3 @@ def _resolve_servers(servers: str | Sequence[str]) -> list[Secret]:
             raise ValueError("'servers' must be nats://, tls://, ws:// or wss:// URLs with a host")
         resolved.append(Secret(value))
     return resolved
-
-
-def _display(url: str) -> str:
-    """The server URL without credentials, for messages and logs."""
-    parts = broker.parse_url(url, "'servers' has an invalid URL", default_scheme="nats")
-    return f"{parts.scheme}://{broker.netloc(parts, 4222)}"

@@ -21,6 +21,7 @@ import structlog
 from handlers import broker
 from receiver.errors import RetryableError
 from receiver.secret import Secret
+from receiver.urlsafety import describe_url
 
 if TYPE_CHECKING:
     from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("handlers.rabbitmq")
 
-SCHEMES = ("amqp", "amqps")
+PORTS = {"amqp": 5672, "amqps": 5671}
+SCHEMES = tuple(PORTS)
 RECONNECT_INTERVAL_SECONDS = 1.0
 
 
@@ -69,7 +71,8 @@ class RabbitMQHandler:
         self.queue = queue
         self.timeout = broker.positive_seconds(timeout)
         self._url = _resolve_url(url)
-        self.display_url = _display(self._url.reveal())
+        url = self._url.reveal()
+        self.display_url = describe_url(url, PORTS[urlsplit(url).scheme], default_path="/")
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
         self._exchange: AbstractExchange | None = None
@@ -228,10 +231,3 @@ def _resolve_url(url: str | Secret) -> Secret:
     if parts.scheme not in SCHEMES or not parts.hostname:
         raise ValueError("'url' must be an amqp:// or amqps:// URL with a host")
     return Secret(value)
-
-
-def _display(url: str) -> str:
-    """The URL without credentials or query string, for messages and logs."""
-    parts = urlsplit(url)
-    port = 5671 if parts.scheme == "amqps" else 5672
-    return f"{parts.scheme}://{broker.netloc(parts, port)}{parts.path or '/'}"

@@ -9,13 +9,13 @@ the next attempt, so a Redis restart costs retries, never a completion.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 import structlog
 
 from handlers import broker
 from receiver.errors import RetryableError
 from receiver.secret import Secret
+from receiver.urlsafety import describe_url
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -52,7 +52,7 @@ class RedisHandler:
         self.maxlen = maxlen
         self.timeout = broker.positive_seconds(timeout)
         self._url = _resolve_url(url)
-        self.display_url = _display(self._url.reveal())
+        self.display_url = describe_url(self._url.reveal(), 6379, default_host="localhost")
         self._client: Redis | None = None
 
     def __repr__(self) -> str:
@@ -133,11 +133,3 @@ def _resolve_url(url: str | Secret) -> Secret:
     if broker.parse_url(value, "'url' is not a valid URL").scheme not in SCHEMES:
         raise ValueError("'url' must be a redis://, rediss:// or unix:// URL")
     return Secret(value)
-
-
-def _display(url: str) -> str:
-    """The URL without credentials or query string, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    return f"{parts.scheme}://{broker.netloc(parts, 6379, 'localhost')}{parts.path}"
