@@ -1,4 +1,4 @@
-"""What the queue handlers (redis, nats, rabbitmq) share: message ids, broker URLs, error text.
+"""What the queue handlers (redis, nats, rabbitmq) share: broker URLs, secrets, error text.
 
 Broker URLs may carry credentials, so nothing here echoes one: option errors name the option,
 display forms drop the userinfo and query, and error text has the passwords blanked out.
@@ -6,7 +6,6 @@ display forms drop the userinfo and query, and error text has the passwords blan
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -74,19 +73,3 @@ def describe(exc: BaseException, timeout: float, urls: Iterable[Secret]) -> str:
         if password:
             text = text.replace(password, "***").replace(unquote(password), "***")
     return text
-
-
-def dedupe_id(message_id: str) -> str:
-    """The completion's message id, or a stable ``jh_`` hash of it when it cannot travel as-is.
-
-    The rule for every queue: at most 255 bytes of UTF-8 (AMQP's short string), no control
-    characters.
-    """
-    try:
-        size = len(message_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = 256
-    if size <= 255 and message_id.isprintable():
-        return message_id
-    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return "jh_" + digest[:40]

@@ -1,14 +1,14 @@
 """The ``http`` handler: POST the completion document to a URL, optionally signed.
 
 With a ``secret`` (a ``whsec_`` Standard Webhooks secret, literal, ``env:NAME`` or
-``file:PATH``) every request carries ``webhook-id`` (the completion's stable message id, the
-same on every retry), ``webhook-timestamp`` and ``webhook-signature``, signed by svix, so the
-receiver can verify it with any Standard Webhooks library. 2xx is done; anything else raises.
+``file:PATH``) every request carries ``webhook-id`` (``Completion.delivery_id``, the same on
+every retry and in the queue handlers' messages), ``webhook-timestamp`` and
+``webhook-signature``, signed by svix, so the receiver can verify it with any Standard Webhooks
+library. 2xx is done; anything else raises.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Mapping
@@ -31,7 +31,6 @@ log = structlog.get_logger("handlers.http")
 
 EXCERPT_BYTES = 512
 USER_AGENT = "jobhook"
-_HEADER_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
@@ -86,7 +85,7 @@ class HttpHandler:
         headers = {key: value.reveal() for key, value in self._headers.items()}
         headers["content-type"] = "application/json"
         if self._webhook is not None:
-            headers.update(self._signature_headers(completion.message_id, body))
+            headers.update(self._signature_headers(completion.delivery_id, body))
         target = describe_url(self.url, default_path="/")
         try:
             async with self._client.stream("POST", self.url, content=body, headers=headers) as r:
@@ -102,9 +101,8 @@ class HttpHandler:
         log.debug("http_delivered", handler=self.name, job_id=completion.job_id,
                   status=r.status_code)  # fmt: skip
 
-    def _signature_headers(self, message_id: str, body: bytes) -> dict[str, str]:
+    def _signature_headers(self, webhook_id: str, body: bytes) -> dict[str, str]:
         assert self._webhook is not None
-        webhook_id = message_id if _HEADER_ID.match(message_id) else _hashed_id(message_id)
         timestamp = int(time.time())
         signature = self._webhook.sign(
             webhook_id, datetime.fromtimestamp(timestamp, tz=UTC), body.decode("utf-8")
@@ -169,11 +167,6 @@ def _resolve_headers(headers: Mapping[str, str]) -> dict[str, Secret]:
         except ValueError as exc:
             raise ValueError(f"header {key!r}: {exc}") from None
     return resolved
-
-
-def _hashed_id(message_id: str) -> str:
-    """A header-safe stand-in for an id with spaces, control or non-ASCII characters."""
-    return "jh_" + hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 async def _excerpt(response: httpx.Response) -> str:

@@ -1,11 +1,12 @@
 """The ``nats`` handler: publish each completion to NATS JetStream (extra ``jobhook[nats]``).
 
-The message body is the completion JSON; its ``Nats-Msg-Id`` header is the completion's stable
-message id, so JetStream's duplicate window drops a retry whose first attempt was stored but
-not acknowledged. ``handle`` returns only once JetStream has acknowledged the message. With
-``stream`` set, that stream is created (or given the subject) whenever the handler connects.
-The client reconnects in the background; while it is disconnected, publishing raises at once
-(nothing is buffered), and a client that gave up is replaced on the next attempt.
+The message body is the completion JSON; its ``Nats-Msg-Id`` header is the completion's
+``delivery_id`` (the same on every retry and as the http handler's ``webhook-id``), so
+JetStream's duplicate window drops a retry whose first attempt was stored but not acknowledged.
+``handle`` returns only once JetStream has acknowledged the message. With ``stream`` set, that
+stream is created (or given the subject) whenever the handler connects. The client reconnects in
+the background; while it is disconnected, publishing raises at once (nothing is buffered), and a
+client that gave up is replaced on the next attempt.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class NatsHandler:
                 completion.to_json(),
                 timeout=self.timeout,
                 stream=self.stream,
-                headers={MSG_ID_HEADER: broker.dedupe_id(completion.message_id)},
+                headers={MSG_ID_HEADER: completion.delivery_id},
             )
         except NoStreamResponseError as exc:
             raise RetryableError(

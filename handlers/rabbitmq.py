@@ -1,13 +1,14 @@
 """The ``rabbitmq`` handler: publish each completion over AMQP 0-9-1 (extra ``jobhook[rabbitmq]``).
 
 Messages are persistent, ``application/json``, with ``message_id`` set to the completion's
-stable message id (the same on every retry, so consumers de-duplicate on it). They are
-published with publisher confirms and ``mandatory``: ``handle`` returns only once the broker
-has confirmed the message, and raises when it is nacked or cannot be routed to any queue.
-With ``queue`` set, that queue is declared durable (and bound to ``exchange`` with
-``routing_key``) whenever the handler connects. The connection is robust: after a broker
-restart it reconnects and restores the channel and declarations in the background.
-``url`` has no default: the broker's credentials are always configured, never built in.
+``delivery_id`` (the same on every retry and as the http handler's ``webhook-id``, so consumers
+de-duplicate on it). They are published with publisher confirms and ``mandatory``: ``handle``
+returns only once the broker has confirmed the message, and raises when it is nacked or cannot
+be routed to any queue. With ``queue`` set, that queue is declared durable (and bound to
+``exchange`` with ``routing_key``) whenever the handler connects. The connection is robust:
+after a broker restart it reconnects and restores the channel and declarations in the
+background. ``url`` has no default: the broker's credentials are always configured, never built
+in.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class RabbitMQHandler:
             completion.to_json(),
             content_type="application/json",
             delivery_mode=DeliveryMode.PERSISTENT,
-            message_id=broker.dedupe_id(completion.message_id),
+            message_id=completion.delivery_id,
             app_id="jobhook",
             type="jobhook.completion",
         )

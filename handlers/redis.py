@@ -1,9 +1,10 @@
 """The ``redis`` handler: XADD each completion to a Redis stream (extra ``jobhook[redis]``).
 
-Every entry has two fields: ``id``, the completion's stable message id (the same on every
-retry, so consumers de-duplicate on it), and ``completion``, the completion JSON. ``maxlen``
-trims the stream approximately (``MAXLEN ~``). A failed XADD raises; the client reconnects on
-the next attempt, so a Redis restart costs retries, never a completion.
+Every entry has two fields: ``id``, the completion's ``delivery_id`` (the same on every retry
+and as the http handler's ``webhook-id``, so consumers de-duplicate on it), and ``completion``,
+the completion JSON. ``maxlen`` trims the stream approximately (``MAXLEN ~``). A failed XADD
+raises; the client reconnects on the next attempt, so a Redis restart costs retries, never a
+completion.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class RedisHandler:
 
         client = self._connect()
         fields: dict[FieldT, EncodableT] = {
-            "id": broker.dedupe_id(completion.message_id),
+            "id": completion.delivery_id,
             "completion": completion.to_json(),
         }
         try:

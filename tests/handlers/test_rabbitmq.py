@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from handlers.base import load_handler
-from handlers.broker import dedupe_id
 from handlers.rabbitmq import RabbitMQHandler
 from receiver.config import HandlerSettings
 from receiver.errors import HandlerLoadError, RetryableError
@@ -284,7 +283,7 @@ async def test_an_id_too_long_for_amqp_travels_as_a_stable_hash(
     finally:
         await handler.close()
     ids = [m.message_id for m in await _drain(names.queue)]
-    assert ids == [dedupe_id(completion.message_id)] * 2
+    assert ids == [completion.delivery_id] * 2
     assert ids[0] is not None
     assert ids[0].startswith("jh_")
     assert len(ids[0]) == 43
