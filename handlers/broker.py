@@ -10,11 +10,11 @@ import importlib
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from receiver.secret import Secret, resolve_secret
-
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from urllib.parse import SplitResult
+
+    from receiver.secret import Secret
 
 
 def require_extra(module: str, handler: str, package: str) -> None:
@@ -26,25 +26,6 @@ def require_extra(module: str, handler: str, package: str) -> None:
             f"the {handler} handler needs the {package!r} package: "
             f"install jobhook[{handler}] (uv sync --extra {handler})"
         ) from exc
-
-
-def positive_seconds(value: object, option: str = "timeout") -> float:
-    """``value`` as a float; ValueError naming ``option`` unless it is a positive number."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"'{option}' must be a positive number of seconds")
-    return float(value)
-
-
-def reveal(value: object, option: str) -> str:
-    """The text of a Secret, a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    if isinstance(value, Secret):
-        return value.reveal()
-    if not isinstance(value, str):
-        raise ValueError(f"'{option}' must be a string: a literal, 'env:NAME' or 'file:PATH'")
-    try:
-        return resolve_secret(value)
-    except ValueError as exc:
-        raise ValueError(f"'{option}': {exc}") from None
 
 
 def parse_url(url: str, invalid: str, default_scheme: str | None = None) -> SplitResult:

@@ -13,12 +13,14 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 import structlog
+from pydantic import BeforeValidator, WithJsonSchema, field_validator
 from svix.webhooks import Webhook
 
+from handlers.options import SECRET_SCHEMA, HandlerOptions, Seconds, SecretText
 from receiver.config import check_svix_secret
 from receiver.errors import RetryableError
 from receiver.secret import Secret, resolve_secret
@@ -34,24 +36,78 @@ USER_AGENT = "jobhook"
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
+def _resolve_headers(headers: object) -> dict[str, Secret]:
+    """Header values may be secrets (``env:NAME`` / ``file:PATH``): kept hidden until sent."""
+    if not isinstance(headers, Mapping):
+        raise ValueError("must be a table of header names to values")
+    resolved: dict[str, Secret] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError("names and values must be strings")
+        if not _TOKEN.match(key):
+            raise ValueError(f"invalid header name {key!r}")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"header {key!r} has a line break or NUL in its value")
+        try:
+            resolved[key.lower()] = Secret(resolve_secret(value))
+        except ValueError as exc:
+            raise ValueError(f"header {key!r}: {exc}") from None
+    return resolved
+
+
+class HttpOptions(HandlerOptions):
+    url: str
+    """The http:// or https:// URL to POST to."""
+    secret: SecretText | None = None
+    """A ``whsec_`` Standard Webhooks secret: requests are signed with it."""
+    timeout: Seconds = 10.0
+    headers: Annotated[
+        dict[str, Secret],
+        BeforeValidator(_resolve_headers),
+        WithJsonSchema({"type": "object", "additionalProperties": SECRET_SCHEMA}),
+    ] = {}
+    """Extra request headers; a value may be a secret (``env:NAME`` / ``file:PATH``)."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"is not a valid URL: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            # The URL itself is not echoed: it may carry credentials.
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if any(c.isspace() for c in url) or not 0 < (parsed.port or 80) < 65536:
+            raise ValueError("is not a valid URL (whitespace or a port out of range)")
+        return url
+
+    @field_validator("secret")
+    @classmethod
+    def _standard_webhooks_secret(cls, secret: Secret | None) -> Secret | None:
+        if secret is None:
+            return None
+        if not secret.reveal().startswith("whsec_"):
+            raise ValueError("must be a Standard Webhooks secret starting with 'whsec_'")
+        try:
+            check_svix_secret(secret.reveal())
+        except ValueError as exc:
+            raise ValueError(f"is invalid: {str(exc).replace('secret #0 ', '')}") from None
+        return secret
+
+
 class HttpHandler:
     """POSTs ``completion.to_json()`` to ``url``; a non-2xx answer or a network error raises."""
 
-    def __init__(
-        self,
-        name: str,
-        url: str,
-        secret: str | Secret | None = None,
-        timeout: float = 10.0,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
+    options_model = HttpOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         self.name = name
-        self.url = _check_url(url)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError("'timeout' must be a positive number of seconds")
-        self.timeout = float(timeout)
-        self._webhook = _signer(secret)
-        self._headers = _resolve_headers(headers or {})
+        checked = HttpOptions.parse(options)
+        self.url = checked.url
+        self.timeout = checked.timeout
+        self._webhook = Webhook(checked.secret.reveal()) if checked.secret is not None else None
+        self._headers = checked.headers
         self._client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
@@ -112,61 +168,6 @@ class HttpHandler:
             "webhook-timestamp": str(timestamp),
             "webhook-signature": signature,
         }
-
-
-def _check_url(url: object) -> str:
-    if not isinstance(url, str):
-        raise ValueError("'url' must be a string")
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"'url' is not a valid URL: {exc}") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        # The URL itself is not echoed: it may carry credentials.
-        raise ValueError("'url' must be an http:// or https:// URL with a host")
-    if any(c.isspace() for c in url) or not 0 < (parsed.port or 80) < 65536:
-        raise ValueError("'url' is not a valid URL (whitespace or a port out of range)")
-    return url
-
-
-def _signer(secret: str | Secret | None) -> Webhook | None:
-    if secret is None:
-        return None
-    if isinstance(secret, Secret):
-        value = secret.reveal()
-    elif isinstance(secret, str):
-        try:
-            value = resolve_secret(secret)
-        except ValueError as exc:
-            raise ValueError(f"'secret': {exc}") from None
-    else:
-        raise ValueError("'secret' must be a string: a literal, 'env:NAME' or 'file:PATH'")
-    if not value.startswith("whsec_"):
-        raise ValueError("'secret' must be a Standard Webhooks secret starting with 'whsec_'")
-    try:
-        check_svix_secret(value)
-    except ValueError as exc:
-        raise ValueError(f"'secret' is invalid: {str(exc).replace('secret #0 ', '')}") from None
-    return Webhook(value)
-
-
-def _resolve_headers(headers: Mapping[str, str]) -> dict[str, Secret]:
-    """Header values may be secrets (``env:NAME`` / ``file:PATH``): kept hidden until sent."""
-    if not isinstance(headers, Mapping):
-        raise ValueError("'headers' must be a table of header names to values")
-    resolved: dict[str, Secret] = {}
-    for key, value in headers.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ValueError("'headers' names and values must be strings")
-        if not _TOKEN.match(key):
-            raise ValueError(f"'headers' has an invalid header name {key!r}")
-        if any(c in value for c in "\r\n\0"):
-            raise ValueError(f"header {key!r} has a line break or NUL in its value")
-        try:
-            resolved[key.lower()] = Secret(resolve_secret(value))
-        except ValueError as exc:
-            raise ValueError(f"header {key!r}: {exc}") from None
-    return resolved
 
 
 async def _excerpt(response: httpx.Response) -> str:

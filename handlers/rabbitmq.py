@@ -14,20 +14,22 @@ in.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import structlog
+from pydantic import Field, ValidationInfo, field_validator
 
 from handlers import broker
+from handlers.options import HandlerOptions, NonEmpty, Seconds, SecretText
 from receiver.errors import RetryableError
-from receiver.secret import Secret
 from receiver.urlsafety import describe_url
 
 if TYPE_CHECKING:
     from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
 
     from receiver.completion import Completion
+    from receiver.secret import Secret
 
 log = structlog.get_logger("handlers.rabbitmq")
 
@@ -36,42 +38,55 @@ SCHEMES = tuple(PORTS)
 RECONNECT_INTERVAL_SECONDS = 1.0
 
 
+class RabbitMQOptions(HandlerOptions):
+    url: SecretText = Field(
+        description="The broker's amqp:// or amqps:// URL, best as 'env:NAME' or 'file:PATH' "
+        "(it carries the credentials)"
+    )
+    exchange: str = ""
+    """The exchange to publish to; ``''`` is the default exchange."""
+    queue: NonEmpty | None = None
+    """A queue to declare durable (and bind to ``exchange``) on connecting."""
+    routing_key: str | None = Field(None, validate_default=True)
+    """Required unless ``queue`` is set (then it defaults to the queue's name)."""
+    timeout: Seconds = 10.0
+
+    @field_validator("url")
+    @classmethod
+    def _amqp_url(cls, url: Secret) -> Secret:
+        parts = broker.parse_url(url.reveal(), "is not a valid URL")
+        if parts.scheme not in SCHEMES or not parts.hostname:
+            raise ValueError("must be an amqp:// or amqps:// URL with a host")
+        return url
+
+    @field_validator("routing_key")
+    @classmethod
+    def _routes_to_the_queue(cls, routing_key: str | None, info: ValidationInfo) -> str:
+        if "queue" not in info.data:  # refused: its own error suffices
+            return routing_key or ""
+        queue: str | None = info.data["queue"]
+        if routing_key is None:
+            if queue is None:
+                raise ValueError("is required unless 'queue' is set")
+            return queue
+        if info.data.get("exchange") == "" and queue not in (None, routing_key):
+            raise ValueError("with the default exchange, it must be the queue's name (or left out)")
+        return routing_key
+
+
 class RabbitMQHandler:
     """Publishes each completion to ``exchange`` with ``routing_key``, confirmed by the broker."""
 
-    def __init__(
-        self,
-        name: str,
-        url: str | Secret | None = None,
-        exchange: str = "",
-        routing_key: str | None = None,
-        queue: str | None = None,
-        timeout: float = 10.0,
-    ) -> None:
+    options_model = RabbitMQOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         broker.require_extra("aio_pika", "rabbitmq", "aio-pika")
         self.name = name
-        if url is None:
-            raise ValueError(
-                "'url' is required: the broker's amqp:// or amqps:// URL, "
-                "best as 'env:NAME' or 'file:PATH' (it carries the credentials)"
-            )
-        if not isinstance(exchange, str):
-            raise ValueError("'exchange' must be a string ('' is the default exchange)")
-        if queue is not None and (not isinstance(queue, str) or not queue):
-            raise ValueError("'queue' must be a non-empty string")
-        if routing_key is None:
-            routing_key = queue
-        if not isinstance(routing_key, str):
-            raise ValueError("'routing_key' must be a string; it is required unless 'queue' is set")
-        if not exchange and queue is not None and routing_key != queue:
-            raise ValueError(
-                "with the default exchange, 'routing_key' must be the queue's name (or left out)"
-            )
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.queue = queue
-        self.timeout = broker.positive_seconds(timeout)
-        self._url = _resolve_url(url)
+        checked = RabbitMQOptions.parse(options)
+        self.exchange, self.queue, self.timeout = checked.exchange, checked.queue, checked.timeout
+        assert checked.routing_key is not None  # the model fills it in from ``queue``
+        self.routing_key: str = checked.routing_key
+        self._url = checked.url
         url = self._url.reveal()
         self.display_url = describe_url(url, PORTS[urlsplit(url).scheme], default_path="/")
         self._connection: AbstractRobustConnection | None = None
@@ -223,12 +238,3 @@ class RabbitMQHandler:
 
     def _describe(self, exc: BaseException) -> str:
         return broker.describe(exc, self.timeout, [self._url])
-
-
-def _resolve_url(url: str | Secret) -> Secret:
-    """``url`` may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    value = broker.reveal(url, "url")
-    parts = broker.parse_url(value, "'url' is not a valid URL")
-    if parts.scheme not in SCHEMES or not parts.hostname:
-        raise ValueError("'url' must be an amqp:// or amqps:// URL with a host")
-    return Secret(value)
