@@ -25,7 +25,7 @@ import structlog
 from pydantic import BeforeValidator, ValidationInfo, WithJsonSchema, field_validator
 
 from handlers.file import non_empty_path
-from handlers.options import SECRET_SCHEMA, STRINGS_SCHEMA, HandlerOptions, Seconds
+from handlers.options import SECRET_TABLE, STRINGS_SCHEMA, HandlerOptions, Seconds
 from receiver.errors import RetryableError
 from receiver.secret import Secret, resolve_secret
 
@@ -90,11 +90,7 @@ class CommandOptions(HandlerOptions):
     ]
     """The program and its arguments: a list, or a string split as a shell would (no shell runs)."""
     timeout: Seconds = 60.0
-    env: Annotated[
-        dict[str, Secret],
-        BeforeValidator(_resolve_env),
-        WithJsonSchema({"type": "object", "additionalProperties": SECRET_SCHEMA}),
-    ] = {}
+    env: Annotated[dict[str, Secret], BeforeValidator(_resolve_env), SECRET_TABLE] = {}
     """Extra environment variables; a value may be a secret (``env:NAME`` / ``file:PATH``)."""
     inherit_env: bool = True
     """Pass the service's environment on (without its own ``JOBHOOK_*`` settings)."""

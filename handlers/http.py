@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 import structlog
-from pydantic import BeforeValidator, WithJsonSchema, field_validator
+from pydantic import BeforeValidator, field_validator
 from svix.webhooks import Webhook
 
-from handlers.options import SECRET_SCHEMA, HandlerOptions, Seconds, SecretText
+from handlers.options import SECRET_TABLE, HandlerOptions, Seconds, SecretText
 from receiver.config import check_svix_secret
 from receiver.errors import RetryableError
 from receiver.secret import Secret, resolve_secret
@@ -61,11 +61,7 @@ class HttpOptions(HandlerOptions):
     secret: SecretText | None = None
     """A ``whsec_`` Standard Webhooks secret: requests are signed with it."""
     timeout: Seconds = 10.0
-    headers: Annotated[
-        dict[str, Secret],
-        BeforeValidator(_resolve_headers),
-        WithJsonSchema({"type": "object", "additionalProperties": SECRET_SCHEMA}),
-    ] = {}
+    headers: Annotated[dict[str, Secret], BeforeValidator(_resolve_headers), SECRET_TABLE] = {}
     """Extra request headers; a value may be a secret (``env:NAME`` / ``file:PATH``)."""
 
     @field_validator("url")

@@ -28,6 +28,8 @@ def _positive_seconds(value: object) -> object:
 
 Seconds = Annotated[float, Field(gt=0), BeforeValidator(_positive_seconds)]
 SecretText = Annotated[SecretValue, WithJsonSchema(SECRET_SCHEMA)]
+SECRET_TABLE = WithJsonSchema({"type": "object", "additionalProperties": SECRET_SCHEMA})
+"""The schema of a table of names to values that may be secrets (headers, env)."""
 """A literal, ``env:NAME`` or ``file:PATH``, resolved once and kept hidden (``Secret``)."""
 NonEmpty = Annotated[str, Field(min_length=1)]
 STRINGS_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
