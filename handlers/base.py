@@ -4,7 +4,8 @@ A handler is any object with a ``name`` and ``async def handle(self, completion)
 raising means "retry later". Optional ``async def start()`` / ``async def close()`` are called
 by the service's lifespan. ``type`` is a built-in name, an entry point in the group
 ``jobhook.handlers``, or ``"package.module:attr"``; the loaded object is called with
-``name=...`` and the entry's other keys as keyword arguments.
+``name=...`` and the entry's other keys as keyword arguments. Built-in handlers check those
+keys with their ``options_model`` (``handlers.options``); a plugin checks its own, as it likes.
 """
 
 from __future__ import annotations

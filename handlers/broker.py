@@ -1,4 +1,4 @@
-"""What the queue handlers (redis, nats, rabbitmq) share: message ids, broker URLs, error text.
+"""What the queue handlers (redis, nats, rabbitmq) share: broker URLs, secrets, error text.
 
 Broker URLs may carry credentials, so nothing here echoes one: option errors name the option,
 display forms drop the userinfo and query, and error text has the passwords blanked out.
@@ -6,16 +6,15 @@ display forms drop the userinfo and query, and error text has the passwords blan
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from receiver.secret import Secret, resolve_secret
-
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from urllib.parse import SplitResult
+
+    from receiver.secret import Secret
 
 
 def require_extra(module: str, handler: str, package: str) -> None:
@@ -29,25 +28,6 @@ def require_extra(module: str, handler: str, package: str) -> None:
         ) from exc
 
 
-def positive_seconds(value: object, option: str = "timeout") -> float:
-    """``value`` as a float; ValueError naming ``option`` unless it is a positive number."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"'{option}' must be a positive number of seconds")
-    return float(value)
-
-
-def reveal(value: object, option: str) -> str:
-    """The text of a Secret, a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    if isinstance(value, Secret):
-        return value.reveal()
-    if not isinstance(value, str):
-        raise ValueError(f"'{option}' must be a string: a literal, 'env:NAME' or 'file:PATH'")
-    try:
-        return resolve_secret(value)
-    except ValueError as exc:
-        raise ValueError(f"'{option}': {exc}") from None
-
-
 def parse_url(url: str, invalid: str, default_scheme: str | None = None) -> SplitResult:
     """``url`` split into parts; ValueError(``invalid``) when it or its port is malformed."""
     if default_scheme is not None and "://" not in url:
@@ -58,13 +38,6 @@ def parse_url(url: str, invalid: str, default_scheme: str | None = None) -> Spli
     except ValueError:
         raise ValueError(invalid) from None
     return parts
-
-
-def netloc(parts: SplitResult, default_port: int, default_host: str = "") -> str:
-    """``host:port`` of a URL without its credentials, an IPv6 host in brackets."""
-    host = parts.hostname or default_host
-    host = f"[{host}]" if ":" in host else host
-    return f"{host}:{parts.port or default_port}"
 
 
 def describe(exc: BaseException, timeout: float, urls: Iterable[Secret]) -> str:
@@ -81,19 +54,3 @@ def describe(exc: BaseException, timeout: float, urls: Iterable[Secret]) -> str:
         if password:
             text = text.replace(password, "***").replace(unquote(password), "***")
     return text
-
-
-def dedupe_id(message_id: str) -> str:
-    """The completion's message id, or a stable ``jh_`` hash of it when it cannot travel as-is.
-
-    The rule for every queue: at most 255 bytes of UTF-8 (AMQP's short string), no control
-    characters.
-    """
-    try:
-        size = len(message_id.encode("utf-8"))
-    except UnicodeEncodeError:
-        size = 256
-    if size <= 255 and message_id.isprintable():
-        return message_id
-    digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return "jh_" + digest[:40]

@@ -19,16 +19,17 @@ import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
+from pydantic import BeforeValidator, ValidationInfo, WithJsonSchema, field_validator
 
+from handlers.file import non_empty_path
+from handlers.options import SECRET_TABLE, STRINGS_SCHEMA, HandlerOptions, Seconds
 from receiver.errors import RetryableError
 from receiver.secret import Secret, resolve_secret
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from receiver.completion import Completion
 
 log = structlog.get_logger("handlers.command")
@@ -38,26 +39,85 @@ TAIL_CHARS = 1000
 _READ = 64 * 1024
 
 
+def _argv(command: object, cwd: Path | None) -> tuple[str, ...]:
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"cannot be split into arguments: {exc}") from None
+    elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
+        argv = list(command)
+    else:
+        raise ValueError("must be a list of strings or a string")
+    if not argv or not argv[0]:
+        raise ValueError("must not be empty")
+    if any("\0" in arg for arg in argv):
+        raise ValueError("arguments cannot contain NUL")
+    program = argv[0]
+    if os.sep in program or (os.altsep and os.altsep in program):
+        path = Path(program).expanduser()
+        path = path if path.is_absolute() or cwd is None else cwd / path
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise ValueError(f"program {program!r} is not an executable file")
+    elif shutil.which(program) is None:
+        raise ValueError(f"program {program!r} is not on PATH")
+    return tuple(argv)
+
+
+def _resolve_env(env: object) -> dict[str, Secret]:
+    """Values may be secrets (``env:NAME`` / ``file:PATH``): kept hidden until the run."""
+    if not isinstance(env, Mapping):
+        raise ValueError("must be a table of variable names to values")
+    resolved: dict[str, Secret] = {}
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise ValueError(f"invalid variable name {key!r}")
+        if not isinstance(value, str) or "\0" in value:
+            raise ValueError(f"value of {key} must be a string without NUL")
+        try:
+            resolved[key] = Secret(resolve_secret(value) if value else value)
+        except ValueError as exc:
+            raise ValueError(f"value of {key}: {exc}") from None
+    return resolved
+
+
+class CommandOptions(HandlerOptions):
+    cwd: Annotated[Path | None, BeforeValidator(non_empty_path)] = None
+    """The program's working directory (default: the service's)."""
+    command: Annotated[
+        tuple[str, ...],
+        WithJsonSchema(STRINGS_SCHEMA),
+    ]
+    """The program and its arguments: a list, or a string split as a shell would (no shell runs)."""
+    timeout: Seconds = 60.0
+    env: Annotated[dict[str, Secret], BeforeValidator(_resolve_env), SECRET_TABLE] = {}
+    """Extra environment variables; a value may be a secret (``env:NAME`` / ``file:PATH``)."""
+    inherit_env: bool = True
+    """Pass the service's environment on (without its own ``JOBHOOK_*`` settings)."""
+
+    @field_validator("cwd")
+    @classmethod
+    def _a_directory(cls, cwd: Path | None) -> Path | None:
+        if cwd is not None and not cwd.expanduser().is_dir():
+            raise ValueError(f"{str(cwd.expanduser())!r} is not a directory")
+        return None if cwd is None else cwd.expanduser()
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _a_program(cls, command: object, info: ValidationInfo) -> tuple[str, ...]:
+        return _argv(command, info.data.get("cwd"))
+
+
 class CommandHandler:
     """Runs ``command`` once per completion; a non-zero exit or a timeout raises."""
 
-    def __init__(
-        self,
-        name: str,
-        command: str | Sequence[str],
-        timeout: float = 60.0,
-        env: Mapping[str, str] | None = None,
-        cwd: str | Path | None = None,
-        inherit_env: bool = True,
-    ) -> None:
+    options_model = CommandOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         self.name = name
-        self.cwd = _check_cwd(cwd)
-        self.argv = _check_argv(command, self.cwd)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError("'timeout' must be a positive number of seconds")
-        self.timeout = float(timeout)
-        self._env = _resolve_env(env or {})
-        self.inherit_env = bool(inherit_env)
+        checked = CommandOptions.parse(options)
+        self.cwd, self.argv, self.timeout = checked.cwd, checked.command, checked.timeout
+        self._env, self.inherit_env = checked.env, checked.inherit_env
 
     def __repr__(self) -> str:
         return f"CommandHandler(name={self.name!r}, argv={self.argv!r}, timeout={self.timeout})"
@@ -154,56 +214,3 @@ async def _kill_group(proc: asyncio.subprocess.Process) -> None:
 
 def _tail(data: bytearray) -> str:
     return bytes(data).decode("utf-8", "replace").strip()[-TAIL_CHARS:]
-
-
-def _check_cwd(cwd: str | Path | None) -> Path | None:
-    if cwd is None:
-        return None
-    if not isinstance(cwd, str | Path) or not str(cwd).strip():
-        raise ValueError("'cwd' must be a directory path")
-    path = Path(cwd).expanduser()
-    if not path.is_dir():
-        raise ValueError(f"'cwd' {str(path)!r} is not a directory")
-    return path
-
-
-def _check_argv(command: str | Sequence[str], cwd: Path | None) -> tuple[str, ...]:
-    if isinstance(command, str):
-        try:
-            argv = shlex.split(command)
-        except ValueError as exc:
-            raise ValueError(f"'command' cannot be split into arguments: {exc}") from None
-    elif isinstance(command, list | tuple) and all(isinstance(a, str) for a in command):
-        argv = list(command)
-    else:
-        raise ValueError("'command' must be a list of strings or a string")
-    if not argv or not argv[0]:
-        raise ValueError("'command' is empty")
-    if any("\0" in arg for arg in argv):
-        raise ValueError("'command' arguments cannot contain NUL")
-    program = argv[0]
-    if os.sep in program or (os.altsep and os.altsep in program):
-        path = Path(program).expanduser()
-        path = path if path.is_absolute() or cwd is None else cwd / path
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ValueError(f"'command' program {program!r} is not an executable file")
-    elif shutil.which(program) is None:
-        raise ValueError(f"'command' program {program!r} is not on PATH")
-    return tuple(argv)
-
-
-def _resolve_env(env: Mapping[str, str]) -> dict[str, Secret]:
-    """Values may be secrets (``env:NAME`` / ``file:PATH``): kept hidden until the run."""
-    if not isinstance(env, Mapping):
-        raise ValueError("'env' must be a table of variable names to values")
-    resolved: dict[str, Secret] = {}
-    for key, value in env.items():
-        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
-            raise ValueError(f"'env' has an invalid variable name {key!r}")
-        if not isinstance(value, str) or "\0" in value:
-            raise ValueError(f"'env' value of {key} must be a string without NUL")
-        try:
-            resolved[key] = Secret(resolve_secret(value) if value else value)
-        except ValueError as exc:
-            raise ValueError(f"'env' value of {key}: {exc}") from None
-    return resolved

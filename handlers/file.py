@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio.to_thread
 import structlog
+from pydantic import BeforeValidator, field_validator
 
+from handlers.options import HandlerOptions
 from receiver.errors import RetryableError
 from receiver.files import atomic_open, atomic_write, safe_name
 
@@ -26,16 +28,34 @@ log = structlog.get_logger("handlers.file")
 CHUNK = 1024 * 1024
 
 
+def non_empty_path(value: object) -> object:
+    """Refuse ``""`` (which a Path would take as ``.``) before a path option is parsed."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("must be a non-empty path")
+    return value
+
+
+class FileOptions(HandlerOptions):
+    dir: Annotated[Path, BeforeValidator(non_empty_path)]
+    """Where ``{source}/{job_id}.json`` and ``.result`` go; created when missing."""
+
+    @field_validator("dir")
+    @classmethod
+    def _not_a_file(cls, path: Path) -> Path:
+        path = path.expanduser()
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{str(path)!r} exists and is not a directory")
+        return path
+
+
 class FileHandler:
     """Writes each completion document, and its result bytes, under ``dir``."""
 
-    def __init__(self, name: str, dir: str | Path) -> None:
-        if not isinstance(dir, str | Path) or not str(dir).strip():
-            raise ValueError("'dir' must be a non-empty path")
+    options_model = FileOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         self.name = name
-        self.dir = Path(dir).expanduser()
-        if self.dir.exists() and not self.dir.is_dir():
-            raise ValueError(f"'dir' {str(self.dir)!r} exists and is not a directory")
+        self.dir = FileOptions.parse(options).dir
 
     def __repr__(self) -> str:
         return f"FileHandler(name={self.name!r}, dir={str(self.dir)!r})"

@@ -1,27 +1,29 @@
 """The ``http`` handler: POST the completion document to a URL, optionally signed.
 
 With a ``secret`` (a ``whsec_`` Standard Webhooks secret, literal, ``env:NAME`` or
-``file:PATH``) every request carries ``webhook-id`` (the completion's stable message id, the
-same on every retry), ``webhook-timestamp`` and ``webhook-signature``, signed by svix, so the
-receiver can verify it with any Standard Webhooks library. 2xx is done; anything else raises.
+``file:PATH``) every request carries ``webhook-id`` (``Completion.delivery_id``, the same on
+every retry and in the queue handlers' messages), ``webhook-timestamp`` and
+``webhook-signature``, signed by svix, so the receiver can verify it with any Standard Webhooks
+library. 2xx is done; anything else raises.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 import structlog
+from pydantic import BeforeValidator, field_validator
 from svix.webhooks import Webhook
 
+from handlers.options import SECRET_TABLE, HandlerOptions, Seconds, SecretText
 from receiver.config.settings import check_svix_secret
 from receiver.errors import RetryableError
-from receiver.pipeline.urlsafety import tls_context
+from receiver.pipeline.urlsafety import describe_url, tls_context
 from receiver.secret import Secret, resolve_secret
 
 if TYPE_CHECKING:
@@ -31,33 +33,82 @@ log = structlog.get_logger("handlers.http")
 
 EXCERPT_BYTES = 512
 USER_AGENT = "jobhook"
-_HEADER_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _resolve_headers(headers: object) -> dict[str, Secret]:
+    """Header values may be secrets (``env:NAME`` / ``file:PATH``): kept hidden until sent."""
+    if not isinstance(headers, Mapping):
+        raise ValueError("must be a table of header names to values")
+    resolved: dict[str, Secret] = {}
+    for key, value in headers.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValueError("names and values must be strings")
+        if not _TOKEN.match(key):
+            raise ValueError(f"invalid header name {key!r}")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"header {key!r} has a line break or NUL in its value")
+        try:
+            resolved[key.lower()] = Secret(resolve_secret(value))
+        except ValueError as exc:
+            raise ValueError(f"header {key!r}: {exc}") from None
+    return resolved
+
+
+class HttpOptions(HandlerOptions):
+    url: str
+    """The http:// or https:// URL to POST to."""
+    secret: SecretText | None = None
+    """A ``whsec_`` Standard Webhooks secret: requests are signed with it."""
+    timeout: Seconds = 10.0
+    headers: Annotated[dict[str, Secret], BeforeValidator(_resolve_headers), SECRET_TABLE] = {}
+    """Extra request headers; a value may be a secret (``env:NAME`` / ``file:PATH``)."""
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"is not a valid URL: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            # The URL itself is not echoed: it may carry credentials.
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if any(c.isspace() for c in url) or not 0 < (parsed.port or 80) < 65536:
+            raise ValueError("is not a valid URL (whitespace or a port out of range)")
+        return url
+
+    @field_validator("secret")
+    @classmethod
+    def _standard_webhooks_secret(cls, secret: Secret | None) -> Secret | None:
+        if secret is None:
+            return None
+        if not secret.reveal().startswith("whsec_"):
+            raise ValueError("must be a Standard Webhooks secret starting with 'whsec_'")
+        try:
+            check_svix_secret(secret.reveal())
+        except ValueError as exc:
+            raise ValueError(f"is invalid: {str(exc).replace('secret #0 ', '')}") from None
+        return secret
 
 
 class HttpHandler:
     """POSTs ``completion.to_json()`` to ``url``; a non-2xx answer or a network error raises."""
 
-    def __init__(
-        self,
-        name: str,
-        url: str,
-        secret: str | Secret | None = None,
-        timeout: float = 10.0,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
+    options_model = HttpOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         self.name = name
-        self.url = _check_url(url)
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise ValueError("'timeout' must be a positive number of seconds")
-        self.timeout = float(timeout)
-        self._webhook = _signer(secret)
-        self._headers = _resolve_headers(headers or {})
+        checked = HttpOptions.parse(options)
+        self.url = checked.url
+        self.timeout = checked.timeout
+        self._webhook = Webhook(checked.secret.reveal()) if checked.secret is not None else None
+        self._headers = checked.headers
         self._client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
         return (
-            f"HttpHandler(name={self.name!r}, url={_display(self.url)!r}, "
+            f"HttpHandler(name={self.name!r}, url={describe_url(self.url, default_path='/')!r}, "
             f"signed={self._webhook is not None})"
         )
 
@@ -86,8 +137,8 @@ class HttpHandler:
         headers = {key: value.reveal() for key, value in self._headers.items()}
         headers["content-type"] = "application/json"
         if self._webhook is not None:
-            headers.update(self._signature_headers(completion.message_id, body))
-        target = _display(self.url)
+            headers.update(self._signature_headers(completion.delivery_id, body))
+        target = describe_url(self.url, default_path="/")
         try:
             async with self._client.stream("POST", self.url, content=body, headers=headers) as r:
                 if not r.is_success:
@@ -102,9 +153,8 @@ class HttpHandler:
         log.debug("http_delivered", handler=self.name, job_id=completion.job_id,
                   status=r.status_code)  # fmt: skip
 
-    def _signature_headers(self, message_id: str, body: bytes) -> dict[str, str]:
+    def _signature_headers(self, webhook_id: str, body: bytes) -> dict[str, str]:
         assert self._webhook is not None
-        webhook_id = message_id if _HEADER_ID.match(message_id) else _hashed_id(message_id)
         timestamp = int(time.time())
         signature = self._webhook.sign(
             webhook_id, datetime.fromtimestamp(timestamp, tz=UTC), body.decode("utf-8")
@@ -114,74 +164,6 @@ class HttpHandler:
             "webhook-timestamp": str(timestamp),
             "webhook-signature": signature,
         }
-
-
-def _check_url(url: object) -> str:
-    if not isinstance(url, str):
-        raise ValueError("'url' must be a string")
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        raise ValueError(f"'url' is not a valid URL: {exc}") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        # The URL itself is not echoed: it may carry credentials.
-        raise ValueError("'url' must be an http:// or https:// URL with a host")
-    if any(c.isspace() for c in url) or not 0 < (parsed.port or 80) < 65536:
-        raise ValueError("'url' is not a valid URL (whitespace or a port out of range)")
-    return url
-
-
-def _signer(secret: str | Secret | None) -> Webhook | None:
-    if secret is None:
-        return None
-    if isinstance(secret, Secret):
-        value = secret.reveal()
-    elif isinstance(secret, str):
-        try:
-            value = resolve_secret(secret)
-        except ValueError as exc:
-            raise ValueError(f"'secret': {exc}") from None
-    else:
-        raise ValueError("'secret' must be a string: a literal, 'env:NAME' or 'file:PATH'")
-    if not value.startswith("whsec_"):
-        raise ValueError("'secret' must be a Standard Webhooks secret starting with 'whsec_'")
-    try:
-        check_svix_secret(value)
-    except ValueError as exc:
-        raise ValueError(f"'secret' is invalid: {str(exc).replace('secret #0 ', '')}") from None
-    return Webhook(value)
-
-
-def _resolve_headers(headers: Mapping[str, str]) -> dict[str, Secret]:
-    """Header values may be secrets (``env:NAME`` / ``file:PATH``): kept hidden until sent."""
-    if not isinstance(headers, Mapping):
-        raise ValueError("'headers' must be a table of header names to values")
-    resolved: dict[str, Secret] = {}
-    for key, value in headers.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise ValueError("'headers' names and values must be strings")
-        if not _TOKEN.match(key):
-            raise ValueError(f"'headers' has an invalid header name {key!r}")
-        if any(c in value for c in "\r\n\0"):
-            raise ValueError(f"header {key!r} has a line break or NUL in its value")
-        try:
-            resolved[key.lower()] = Secret(resolve_secret(value))
-        except ValueError as exc:
-            raise ValueError(f"header {key!r}: {exc}") from None
-    return resolved
-
-
-def _hashed_id(message_id: str) -> str:
-    """A header-safe stand-in for an id with spaces, control or non-ASCII characters."""
-    return "jh_" + hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
-def _display(url: str) -> str:
-    """The URL without credentials or query string, for messages and logs."""
-    parsed = httpx.URL(url)
-    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
-    port = f":{parsed.port}" if parsed.port else ""
-    return f"{parsed.scheme}://{host}{port}{parsed.path}"
 
 
 async def _excerpt(response: httpx.Response) -> str:

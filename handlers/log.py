@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
+from pydantic import field_validator
+
+from handlers.options import HandlerOptions
 
 if TYPE_CHECKING:
     from receiver.completion import Completion
@@ -14,14 +17,26 @@ log = structlog.get_logger("handlers.log")
 LEVELS = ("debug", "info", "warning", "error")
 
 
+class LogOptions(HandlerOptions):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    """Any case: ``WARNING`` is ``warning``."""
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _known_level(cls, level: object) -> str:
+        if not isinstance(level, str) or level.lower() not in LEVELS:
+            raise ValueError(f"must be one of {', '.join(LEVELS)}, not {level!r}")
+        return level.lower()
+
+
 class LogHandler:
     """Logs each completion (ids, state, result size and sha256, metadata) at ``level``."""
 
-    def __init__(self, name: str, level: str = "info") -> None:
-        if not isinstance(level, str) or level.lower() not in LEVELS:
-            raise ValueError(f"'level' must be one of {', '.join(LEVELS)}, not {level!r}")
+    options_model = LogOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         self.name = name
-        self.level = level.lower()
+        self.level: str = LogOptions.parse(options).level
 
     def __repr__(self) -> str:
         return f"LogHandler(name={self.name!r}, level={self.level!r})"

@@ -1,11 +1,12 @@
 """The ``nats`` handler: publish each completion to NATS JetStream (extra ``jobhook[nats]``).
 
-The message body is the completion JSON; its ``Nats-Msg-Id`` header is the completion's stable
-message id, so JetStream's duplicate window drops a retry whose first attempt was stored but
-not acknowledged. ``handle`` returns only once JetStream has acknowledged the message. With
-``stream`` set, that stream is created (or given the subject) whenever the handler connects.
-The client reconnects in the background; while it is disconnected, publishing raises at once
-(nothing is buffered), and a client that gave up is replaced on the next attempt.
+The message body is the completion JSON; its ``Nats-Msg-Id`` header is the completion's
+``delivery_id`` (the same on every retry and as the http handler's ``webhook-id``), so
+JetStream's duplicate window drops a retry whose first attempt was stored but not acknowledged.
+``handle`` returns only once JetStream has acknowledged the message. With ``stream`` set, that
+stream is created (or given the subject) whenever the handler connects. The client reconnects in
+the background; while it is disconnected, publishing raises at once (nothing is buffered), and a
+client that gave up is replaced on the next attempt.
 """
 
 from __future__ import annotations
@@ -13,17 +14,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
+from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator
 
 from handlers import broker
+from handlers.options import STRINGS_SCHEMA, HandlerOptions, Seconds
 from receiver.errors import RetryableError
-from receiver.secret import Secret
+from receiver.pipeline.urlsafety import describe_url
+from receiver.secret import Secret, resolve_secret
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from nats.aio.client import Client
     from nats.js import JetStreamContext
 
@@ -39,28 +41,65 @@ _BAD_SUBJECT_CHARS = frozenset(" \t\r\n*>")
 _BAD_STREAM_CHARS = frozenset(" \t\r\n.*>/\\")
 
 
+def _resolve_servers(servers: object) -> list[Secret]:
+    """Each server URL may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
+    items = [servers] if isinstance(servers, str) else servers
+    if not isinstance(items, list | tuple) or not items:
+        raise ValueError("must be a URL or a list of URLs")
+    resolved = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ValueError("must be a URL or a list of URLs")
+        value = resolve_secret(item)
+        parts = broker.parse_url(value, "has an invalid URL", default_scheme="nats")
+        if parts.scheme not in SCHEMES or not parts.hostname:
+            raise ValueError("must be nats://, tls://, ws:// or wss:// URLs with a host")
+        resolved.append(Secret(value))
+    return resolved
+
+
+class NatsOptions(HandlerOptions):
+    subject: str
+    """Dot-separated tokens, no wildcards."""
+    servers: Annotated[
+        list[Secret], BeforeValidator(_resolve_servers), WithJsonSchema(STRINGS_SCHEMA)
+    ] = Field(DEFAULT_SERVERS, validate_default=True)
+    """One server URL or a list; each may be ``env:NAME`` or ``file:PATH`` (credentials)."""
+    stream: str | None = None
+    """A JetStream stream to create (or give the subject) on connecting."""
+    timeout: Seconds = 5.0
+
+    @field_validator("subject")
+    @classmethod
+    def _plain_subject(cls, subject: str) -> str:
+        if not subject:
+            raise ValueError("must be a non-empty string")
+        if _BAD_SUBJECT_CHARS.intersection(subject) or "" in subject.split("."):
+            raise ValueError(
+                f"{subject!r} must be dot-separated tokens without spaces or wildcards"
+            )
+        return subject
+
+    @field_validator("stream")
+    @classmethod
+    def _stream_name(cls, stream: str | None) -> str | None:
+        if stream is not None and (not stream or _BAD_STREAM_CHARS.intersection(stream)):
+            raise ValueError("must be a stream name without spaces, '.', '*', '>' or '/'")
+        return stream
+
+
 class NatsHandler:
     """Publishes each completion to ``subject`` and waits for JetStream's acknowledgement."""
 
-    def __init__(
-        self,
-        name: str,
-        subject: str,
-        servers: str | Sequence[str] = DEFAULT_SERVERS,
-        stream: str | None = None,
-        timeout: float = 5.0,
-    ) -> None:
+    options_model = NatsOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         broker.require_extra("nats.js", "nats", "nats-py")
         self.name = name
-        self.subject = _check_subject(subject)
-        if stream is not None and (
-            not isinstance(stream, str) or not stream or _BAD_STREAM_CHARS.intersection(stream)
-        ):
-            raise ValueError("'stream' must be a stream name without spaces, '.', '*', '>' or '/'")
-        self.stream = stream
-        self.timeout = broker.positive_seconds(timeout)
-        self._servers = _resolve_servers(servers)
-        self.display_servers = [_display(s.reveal()) for s in self._servers]
+        checked = NatsOptions.parse(options)
+        self.subject, self.stream, self.timeout = checked.subject, checked.stream, checked.timeout
+        self._servers = checked.servers
+        self.display_servers = [describe_url(s.reveal(), 4222) for s in self._servers]
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._stream_ready = False
@@ -98,7 +137,7 @@ class NatsHandler:
                 completion.to_json(),
                 timeout=self.timeout,
                 stream=self.stream,
-                headers={MSG_ID_HEADER: broker.dedupe_id(completion.message_id)},
+                headers={MSG_ID_HEADER: completion.delivery_id},
             )
         except NoStreamResponseError as exc:
             raise RetryableError(
@@ -225,36 +264,3 @@ def subject_matches(pattern: str, subject: str) -> bool:
         if index >= len(have) or part not in ("*", have[index]):
             return False
     return len(want) == len(have)
-
-
-def _check_subject(subject: object) -> str:
-    if not isinstance(subject, str) or not subject:
-        raise ValueError("'subject' must be a non-empty string")
-    if _BAD_SUBJECT_CHARS.intersection(subject) or "" in subject.split("."):
-        raise ValueError(
-            f"'subject' {subject!r} must be dot-separated tokens without spaces or wildcards"
-        )
-    return subject
-
-
-def _resolve_servers(servers: str | Sequence[str]) -> list[Secret]:
-    """Each server URL may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    items = [servers] if isinstance(servers, str) else servers
-    if not isinstance(items, list | tuple) or not items:
-        raise ValueError("'servers' must be a URL or a list of URLs")
-    resolved = []
-    for item in items:
-        if not isinstance(item, str):
-            raise ValueError("'servers' must be a URL or a list of URLs")
-        value = broker.reveal(item, "servers")
-        parts = broker.parse_url(value, "'servers' has an invalid URL", default_scheme="nats")
-        if parts.scheme not in SCHEMES or not parts.hostname:
-            raise ValueError("'servers' must be nats://, tls://, ws:// or wss:// URLs with a host")
-        resolved.append(Secret(value))
-    return resolved
-
-
-def _display(url: str) -> str:
-    """The server URL without credentials, for messages and logs."""
-    parts = broker.parse_url(url, "'servers' has an invalid URL", default_scheme="nats")
-    return f"{parts.scheme}://{broker.netloc(parts, 4222)}"

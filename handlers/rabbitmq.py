@@ -1,75 +1,94 @@
 """The ``rabbitmq`` handler: publish each completion over AMQP 0-9-1 (extra ``jobhook[rabbitmq]``).
 
 Messages are persistent, ``application/json``, with ``message_id`` set to the completion's
-stable message id (the same on every retry, so consumers de-duplicate on it). They are
-published with publisher confirms and ``mandatory``: ``handle`` returns only once the broker
-has confirmed the message, and raises when it is nacked or cannot be routed to any queue.
-With ``queue`` set, that queue is declared durable (and bound to ``exchange`` with
-``routing_key``) whenever the handler connects. The connection is robust: after a broker
-restart it reconnects and restores the channel and declarations in the background.
-``url`` has no default: the broker's credentials are always configured, never built in.
+``delivery_id`` (the same on every retry and as the http handler's ``webhook-id``, so consumers
+de-duplicate on it). They are published with publisher confirms and ``mandatory``: ``handle``
+returns only once the broker has confirmed the message, and raises when it is nacked or cannot
+be routed to any queue. With ``queue`` set, that queue is declared durable (and bound to
+``exchange`` with ``routing_key``) whenever the handler connects. The connection is robust:
+after a broker restart it reconnects and restores the channel and declarations in the
+background. ``url`` has no default: the broker's credentials are always configured, never built
+in.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import structlog
+from pydantic import Field, ValidationInfo, field_validator
 
 from handlers import broker
+from handlers.options import HandlerOptions, NonEmpty, Seconds, SecretText
 from receiver.errors import RetryableError
-from receiver.secret import Secret
+from receiver.pipeline.urlsafety import describe_url
 
 if TYPE_CHECKING:
     from aio_pika.abc import AbstractExchange, AbstractRobustChannel, AbstractRobustConnection
 
     from receiver.completion import Completion
+    from receiver.secret import Secret
 
 log = structlog.get_logger("handlers.rabbitmq")
 
-SCHEMES = ("amqp", "amqps")
+PORTS = {"amqp": 5672, "amqps": 5671}
+SCHEMES = tuple(PORTS)
 RECONNECT_INTERVAL_SECONDS = 1.0
+
+
+class RabbitMQOptions(HandlerOptions):
+    url: SecretText = Field(
+        description="The broker's amqp:// or amqps:// URL, best as 'env:NAME' or 'file:PATH' "
+        "(it carries the credentials)"
+    )
+    exchange: str = ""
+    """The exchange to publish to; ``''`` is the default exchange."""
+    queue: NonEmpty | None = None
+    """A queue to declare durable (and bind to ``exchange``) on connecting."""
+    routing_key: str | None = Field(None, validate_default=True)
+    """Required unless ``queue`` is set (then it defaults to the queue's name)."""
+    timeout: Seconds = 10.0
+
+    @field_validator("url")
+    @classmethod
+    def _amqp_url(cls, url: Secret) -> Secret:
+        parts = broker.parse_url(url.reveal(), "is not a valid URL")
+        if parts.scheme not in SCHEMES or not parts.hostname:
+            raise ValueError("must be an amqp:// or amqps:// URL with a host")
+        return url
+
+    @field_validator("routing_key")
+    @classmethod
+    def _routes_to_the_queue(cls, routing_key: str | None, info: ValidationInfo) -> str:
+        if "queue" not in info.data:  # refused: its own error suffices
+            return routing_key or ""
+        queue: str | None = info.data["queue"]
+        if routing_key is None:
+            if queue is None:
+                raise ValueError("is required unless 'queue' is set")
+            return queue
+        if info.data.get("exchange") == "" and queue not in (None, routing_key):
+            raise ValueError("with the default exchange, it must be the queue's name (or left out)")
+        return routing_key
 
 
 class RabbitMQHandler:
     """Publishes each completion to ``exchange`` with ``routing_key``, confirmed by the broker."""
 
-    def __init__(
-        self,
-        name: str,
-        url: str | Secret | None = None,
-        exchange: str = "",
-        routing_key: str | None = None,
-        queue: str | None = None,
-        timeout: float = 10.0,
-    ) -> None:
+    options_model = RabbitMQOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         broker.require_extra("aio_pika", "rabbitmq", "aio-pika")
         self.name = name
-        if url is None:
-            raise ValueError(
-                "'url' is required: the broker's amqp:// or amqps:// URL, "
-                "best as 'env:NAME' or 'file:PATH' (it carries the credentials)"
-            )
-        if not isinstance(exchange, str):
-            raise ValueError("'exchange' must be a string ('' is the default exchange)")
-        if queue is not None and (not isinstance(queue, str) or not queue):
-            raise ValueError("'queue' must be a non-empty string")
-        if routing_key is None:
-            routing_key = queue
-        if not isinstance(routing_key, str):
-            raise ValueError("'routing_key' must be a string; it is required unless 'queue' is set")
-        if not exchange and queue is not None and routing_key != queue:
-            raise ValueError(
-                "with the default exchange, 'routing_key' must be the queue's name (or left out)"
-            )
-        self.exchange = exchange
-        self.routing_key = routing_key
-        self.queue = queue
-        self.timeout = broker.positive_seconds(timeout)
-        self._url = _resolve_url(url)
-        self.display_url = _display(self._url.reveal())
+        checked = RabbitMQOptions.parse(options)
+        self.exchange, self.queue, self.timeout = checked.exchange, checked.queue, checked.timeout
+        assert checked.routing_key is not None  # the model fills it in from ``queue``
+        self.routing_key: str = checked.routing_key
+        self._url = checked.url
+        url = self._url.reveal()
+        self.display_url = describe_url(url, PORTS[urlsplit(url).scheme], default_path="/")
         self._connection: AbstractRobustConnection | None = None
         self._channel: AbstractRobustChannel | None = None
         self._exchange: AbstractExchange | None = None
@@ -106,7 +125,7 @@ class RabbitMQHandler:
             completion.to_json(),
             content_type="application/json",
             delivery_mode=DeliveryMode.PERSISTENT,
-            message_id=broker.dedupe_id(completion.message_id),
+            message_id=completion.delivery_id,
             app_id="jobhook",
             type="jobhook.completion",
         )
@@ -219,19 +238,3 @@ class RabbitMQHandler:
 
     def _describe(self, exc: BaseException) -> str:
         return broker.describe(exc, self.timeout, [self._url])
-
-
-def _resolve_url(url: str | Secret) -> Secret:
-    """``url`` may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    value = broker.reveal(url, "url")
-    parts = broker.parse_url(value, "'url' is not a valid URL")
-    if parts.scheme not in SCHEMES or not parts.hostname:
-        raise ValueError("'url' must be an amqp:// or amqps:// URL with a host")
-    return Secret(value)
-
-
-def _display(url: str) -> str:
-    """The URL without credentials or query string, for messages and logs."""
-    parts = urlsplit(url)
-    port = 5671 if parts.scheme == "amqps" else 5672
-    return f"{parts.scheme}://{broker.netloc(parts, port)}{parts.path or '/'}"

@@ -1,27 +1,30 @@
 """The ``redis`` handler: XADD each completion to a Redis stream (extra ``jobhook[redis]``).
 
-Every entry has two fields: ``id``, the completion's stable message id (the same on every
-retry, so consumers de-duplicate on it), and ``completion``, the completion JSON. ``maxlen``
-trims the stream approximately (``MAXLEN ~``). A failed XADD raises; the client reconnects on
-the next attempt, so a Redis restart costs retries, never a completion.
+Every entry has two fields: ``id``, the completion's ``delivery_id`` (the same on every retry
+and as the http handler's ``webhook-id``, so consumers de-duplicate on it), and ``completion``,
+the completion JSON. ``maxlen`` trims the stream approximately (``MAXLEN ~``). A failed XADD
+raises; the client reconnects on the next attempt, so a Redis restart costs retries, never a
+completion.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
+from pydantic import Field, Strict, field_validator
 
 from handlers import broker
+from handlers.options import HandlerOptions, NonEmpty, Seconds, SecretText
 from receiver.errors import RetryableError
-from receiver.secret import Secret
+from receiver.pipeline.urlsafety import describe_url
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
     from redis.typing import EncodableT, FieldT
 
     from receiver.completion import Completion
+    from receiver.secret import Secret
 
 log = structlog.get_logger("handlers.redis")
 
@@ -29,30 +32,35 @@ DEFAULT_URL = "redis://127.0.0.1:6379/0"
 SCHEMES = ("redis", "rediss", "unix")
 
 
+class RedisOptions(HandlerOptions):
+    stream: NonEmpty
+    """The stream's key."""
+    url: SecretText = Field(DEFAULT_URL, validate_default=True)
+    """A redis://, rediss:// or unix:// URL; it may carry a password: best as ``env:NAME``."""
+    maxlen: Annotated[int, Strict(), Field(ge=1)] | None = None
+    """Trim the stream to about this many entries (``MAXLEN ~``)."""
+    timeout: Seconds = 5.0
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: Secret) -> Secret:
+        if broker.parse_url(url.reveal(), "is not a valid URL").scheme not in SCHEMES:
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return url
+
+
 class RedisHandler:
     """Appends each completion to ``stream``; raises when Redis does not confirm the XADD."""
 
-    def __init__(
-        self,
-        name: str,
-        stream: str,
-        url: str | Secret = DEFAULT_URL,
-        maxlen: int | None = None,
-        timeout: float = 5.0,
-    ) -> None:
+    options_model = RedisOptions
+
+    def __init__(self, name: str, **options: Any) -> None:
         broker.require_extra("redis.asyncio", "redis", "redis")
         self.name = name
-        if not isinstance(stream, str) or not stream:
-            raise ValueError("'stream' must be a non-empty string (the stream's key)")
-        self.stream = stream
-        if maxlen is not None and (isinstance(maxlen, bool) or not isinstance(maxlen, int)):
-            raise ValueError("'maxlen' must be a positive integer")
-        if maxlen is not None and maxlen < 1:
-            raise ValueError("'maxlen' must be a positive integer")
-        self.maxlen = maxlen
-        self.timeout = broker.positive_seconds(timeout)
-        self._url = _resolve_url(url)
-        self.display_url = _display(self._url.reveal())
+        checked = RedisOptions.parse(options)
+        self.stream, self.maxlen, self.timeout = checked.stream, checked.maxlen, checked.timeout
+        self._url = checked.url
+        self.display_url = describe_url(self._url.reveal(), 6379, default_host="localhost")
         self._client: Redis | None = None
 
     def __repr__(self) -> str:
@@ -88,7 +96,7 @@ class RedisHandler:
 
         client = self._connect()
         fields: dict[FieldT, EncodableT] = {
-            "id": broker.dedupe_id(completion.message_id),
+            "id": completion.delivery_id,
             "completion": completion.to_json(),
         }
         try:
@@ -125,19 +133,3 @@ class RedisHandler:
 
     def _describe(self, exc: BaseException) -> str:
         return broker.describe(exc, self.timeout, [self._url])
-
-
-def _resolve_url(url: str | Secret) -> Secret:
-    """``url`` may be a literal, ``env:NAME`` or ``file:PATH``; errors never echo it."""
-    value = broker.reveal(url, "url")
-    if broker.parse_url(value, "'url' is not a valid URL").scheme not in SCHEMES:
-        raise ValueError("'url' must be a redis://, rediss:// or unix:// URL")
-    return Secret(value)
-
-
-def _display(url: str) -> str:
-    """The URL without credentials or query string, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    return f"{parts.scheme}://{broker.netloc(parts, 6379, 'localhost')}{parts.path}"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -13,6 +15,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 CHUNK = 256 * 1024
+_PLAIN_ID = re.compile(r"^[\x21-\x7e]{1,200}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,22 @@ class Completion:
     def message_id(self) -> str:
         """A stable id for this completion, so downstream consumers can de-duplicate."""
         return f"{self.source}:{self.job_id}:{self.state}"
+
+    @property
+    def delivery_id(self) -> str:
+        """The id every handler sends downstream: HTTP ``webhook-id``, the Redis entry's ``id``,
+        NATS ``Nats-Msg-Id`` and the AMQP ``message_id`` are all this, so a consumer reading
+        both a queue and webhooks de-duplicates one completion as one.
+
+        The rule: ``message_id`` itself when it is 1 to 200 printable ASCII characters without
+        spaces (fit for an HTTP header and an AMQP short string alike), else ``jh_`` and the
+        first 40 hex digits of its sha256: stable across retries and restarts.
+        """
+        message_id = self.message_id
+        if _PLAIN_ID.match(message_id):
+            return message_id
+        digest = hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()
+        return "jh_" + digest[:40]
 
     def to_dict(self) -> dict[str, Any]:
         """The completion document: what the file handler writes and the http handler posts."""

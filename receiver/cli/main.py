@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -70,8 +71,16 @@ def demo(jobs: int, drop: float, seconds: float) -> None:
 
 @main.command("check-config")
 @CONFIG_OPTION
-def check_config(config_path: Path | None) -> None:
+@click.option(
+    "--handler-schema", is_flag=True, help="Print each built-in handler's options (JSON schema)."
+)
+def check_config(config_path: Path | None, handler_schema: bool) -> None:
     """Validate the configuration (secrets resolved, handlers loaded) and exit."""
+    if handler_schema:
+        from handlers.options import option_schemas
+
+        click.echo(json.dumps(option_schemas(), indent=2))
+        return
     from receiver.config.load import load_settings
     from receiver.service.app import build_sources
     from receiver.service.runtime import load_handlers

@@ -91,9 +91,14 @@ def _env_value(raw: str) -> Any:
 
 def _describe(exc: ValidationError, path: Path | None) -> str:
     where = f"config {path}" if path is not None else "configuration"
-    lines = [f"invalid {where}:"]
-    for error in exc.errors(include_input=False, include_url=False):
-        key = ".".join(str(p) for p in error["loc"]) or "(top level)"
-        message = error["msg"].removeprefix("Value error, ")
-        lines.append(f"  {key}: {message}")
-    return "\n".join(lines)
+    return "\n  ".join([f"invalid {where}:", *error_lines(exc)])
+
+
+def error_lines(exc: ValidationError) -> list[str]:
+    """Each problem as ``key.path: message``, never the value: how every settings error reads
+    (the config's, and a built-in handler's options: ``handlers.options.HandlerOptions``)."""
+    return [
+        f"{'.'.join(str(p) for p in error['loc']) or '(top level)'}: "
+        + error["msg"].removeprefix("Value error, ")
+        for error in exc.errors(include_input=False, include_url=False)
+    ]

@@ -16,6 +16,7 @@ import re
 import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -68,10 +69,26 @@ def address_problem(ip: IPAddress) -> str | None:
     return next((problem for refused, problem in checks if refused), None)
 
 
-def describe_url(url: httpx.URL) -> str:
-    """The URL without credentials, query or fragment: presigned URLs carry secrets there."""
-    port = f":{url.port}" if url.port is not None else ""
-    return f"{url.scheme}://{url.host}{port}{url.path}"
+def describe_url(
+    url: str | httpx.URL, default_port: int | None = None, *, default_host: str = "",
+    default_path: str = "",
+) -> str:  # fmt: skip
+    """The URL as logs and errors may show it: no userinfo (``user:password@``, ``:pw@``,
+    ``token@``), query or fragment, where presigned result URLs and broker URLs carry secrets.
+
+    An IPv6 host is bracketed; ``default_port`` (``default_host``, ``default_path``) is shown
+    when the URL names none; a ``unix://`` URL shows only its socket path. The one place every
+    caller (result fetches, the http and queue handlers) drops credentials from a URL.
+    """
+    parts = urlsplit(str(url))
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or default_host
+    host = f"[{host}]" if ":" in host else host
+    port = parts.port or default_port
+    return (
+        f"{parts.scheme}://{host}{'' if port is None else f':{port}'}{parts.path or default_path}"
+    )
 
 
 async def system_resolve(host: str, port: int) -> list[str]:

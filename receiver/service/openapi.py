@@ -1,8 +1,9 @@
 """``GET /openapi.json``: an OpenAPI 3.0 description of the routes this app has mounted.
 
-The operations are kept by hand here, next to nothing else, and the document lists only those
-whose route is mounted (no admin routes without a token); a test checks that every mounted
-route has an operation and that no operation describes a route that does not exist.
+The operations are kept by hand here, next to nothing else (the request bodies' schemas come
+from the pydantic models that validate them), and the document lists only those whose route is
+mounted (no admin routes without a token); a test checks that every mounted route has an
+operation and that no operation describes a route that does not exist.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from receiver.admin.jobs import ReplayRequest, TrackRequest
 from receiver.admin.query import MAX_LIMIT, PERIODS
 from receiver.models import State
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from pydantic import BaseModel
     from starlette.requests import Request
     from starlette.routing import BaseRoute
 
@@ -39,6 +42,32 @@ def _json(schema: Json, description: str) -> Json:
 def _query(name: str, schema: Json, description: str, **extra: Any) -> Json:
     return {"name": name, "in": "query", "required": False, "schema": schema,
             "description": description, **extra}  # fmt: skip
+
+
+def model_schemas(*models: type[BaseModel]) -> Json:
+    """The models' JSON schemas (and their ``$defs``) as OpenAPI 3.0 components."""
+    schemas: Json = {}
+    for model in models:
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    return {name: _openapi30(schema) for name, schema in schemas.items()}
+
+
+def _openapi30(node: Any) -> Any:
+    """JSON Schema's ``anyOf: [X, {type: null}]`` as OpenAPI 3.0's ``X`` + ``nullable``."""
+    if isinstance(node, list):
+        return [_openapi30(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _openapi30(value) for key, value in node.items()}
+    options = node.get("anyOf", [])
+    if {"type": "null"} in options:
+        rest = [option for option in options if option != {"type": "null"}]
+        del node["anyOf"]
+        node.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
+        node["nullable"] = True
+    return node
 
 
 _PATH = [
@@ -103,15 +132,7 @@ SCHEMAS: Json = {
             "count": {"type": "integer"}, "avg": _nullable("number"),
             "p50": _nullable("number"), "p95": _nullable("number")}},
         "handler_failures": {"type": "object"}}},
-    "TrackRequest": {"type": "object", "required": ["source", "job_id"],
-                     "additionalProperties": False, "properties": {
-        "source": {"type": "string", "minLength": 1, "maxLength": 256},
-        "job_id": {"type": "string", "minLength": 1, "maxLength": 256},
-        "metadata": {"type": "object"},
-        "pages": {"type": "integer", "minimum": 1, "maximum": 1000000, "nullable": True}}},
-    "ReplayRequest": {"type": "object", "additionalProperties": False, "properties": {
-        "handler": {"type": "string", "minLength": 1, "maxLength": 256, "nullable": True},
-        "include_succeeded": {"type": "boolean"}}},
+    **model_schemas(TrackRequest, ReplayRequest),  # request bodies: as the routes validate them
 }
 
 OPERATIONS: dict[tuple[str, str], Json] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from click.testing import CliRunner
@@ -36,6 +37,17 @@ def test_check_config_names_a_handler_that_cannot_load(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "broken" in result.output
     assert "nope.module" in result.output
+
+
+def test_check_config_prints_each_built_in_handler_s_options_schema() -> None:
+    result = CliRunner().invoke(main, ["check-config", "--handler-schema"])
+    assert result.exit_code == 0, result.output
+    schemas = json.loads(result.output)
+    assert set(schemas) == {"file", "http", "command", "log", "redis", "nats", "rabbitmq"}
+    assert schemas["file"]["required"] == ["dir"]
+    assert schemas["rabbitmq"]["required"] == ["url"]
+    assert schemas["log"]["properties"]["level"]["enum"] == ["debug", "info", "warning", "error"]
+    assert all(schema["additionalProperties"] is False for schema in schemas.values())
 
 
 def test_serve_refuses_to_start_with_a_bad_secret(tmp_path: Path) -> None:

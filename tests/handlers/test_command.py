@@ -184,14 +184,14 @@ async def test_cancelling_the_handler_kills_the_program(
 
 @pytest.mark.parametrize(
     ("options", "reason"),
-    [({"command": []}, "'command' is empty"),
-     ({"command": ""}, "'command' is empty"),
+    [({"command": []}, "command: must not be empty"),
+     ({"command": ""}, "command: must not be empty"),
      ({"command": [PY, 3]}, "list of strings"),
      ({"command": "echo 'unterminated"}, "cannot be split"),
      ({"command": ["no-such-program-jobhook"]}, "not on PATH"),
      ({"command": ["./missing.sh"]}, "not an executable file"),
-     ({"command": [PY], "timeout": 0}, "'timeout'"),
-     ({"command": [PY], "cwd": "/no/such/dir"}, "'cwd'"),
+     ({"command": [PY], "timeout": 0}, "timeout: "),
+     ({"command": [PY], "cwd": "/no/such/dir"}, "cwd: "),
      ({"command": [PY], "env": {"A=B": "x"}}, "invalid variable name"),
      ({"command": [PY], "env": {"A": 1}}, "must be a string"),
      ({"command": [PY], "env": {"A": "env:JOBHOOK_TEST_UNSET"}}, "is not set")],

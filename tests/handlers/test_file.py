@@ -189,7 +189,7 @@ def test_distinct_unsafe_ids_get_distinct_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("bad", ["", "   "])
 def test_an_empty_dir_is_refused_at_construction(bad: str) -> None:
-    with pytest.raises(ValueError, match="'dir'"):
+    with pytest.raises(ValueError, match="dir: must be a non-empty path"):
         FileHandler(name="files", dir=bad)
 
 

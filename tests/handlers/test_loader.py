@@ -163,15 +163,34 @@ def test_a_missing_attr_names_the_handler(plugin_dir: tuple[Path, str]) -> None:
 
 @pytest.mark.parametrize(
     ("options", "reason"),
-    [({"type": "file"}, "missing 1 required .*'dir'"),
-     ({"type": "file", "dir": "out", "dirr": "x"}, "unexpected keyword argument 'dirr'"),
-     ({"type": "http", "url": "ftp://example.com"}, "'url' must be an http"),
-     ({"type": "http", "url": "https://example.com", "secret": "nope"}, "'secret'"),
-     ({"type": "log", "level": "loud"}, "'level'")],
+    [({"type": "file"}, "dir: Field required"),
+     ({"type": "file", "dir": "out", "dirr": "x"}, "dirr: Extra inputs are not permitted"),
+     ({"type": "http", "url": "ftp://example.com"}, "url: must be an http"),
+     ({"type": "http", "url": "https://example.com", "secret": "nope"}, "secret: "),
+     ({"type": "log", "level": "loud"}, "level: ")],
 )  # fmt: skip
 def test_bad_options_name_the_handler(options: dict[str, Any], reason: str) -> None:
     with pytest.raises(HandlerLoadError, match=rf"handler 'h1' \({options['type']}\): .*{reason}"):
         load_handler(entry(**options))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"type": "file", "dir": "out"},
+     {"type": "http", "url": "https://example.com/hook"},
+     {"type": "command", "command": [sys.executable, "-c", "pass"]},
+     {"type": "log"},
+     {"type": "redis", "stream": "s"},
+     {"type": "nats", "subject": "a.b"},
+     {"type": "rabbitmq", "url": "amqp://guest:guest@127.0.0.1/", "queue": "q"}],
+    ids=lambda options: options["type"],
+)  # fmt: skip
+def test_an_unknown_option_is_refused_naming_the_key(options: dict[str, Any]) -> None:
+    with pytest.raises(HandlerLoadError) as caught:
+        load_handler(entry(**options, colour="blue"))
+    assert str(caught.value) == (
+        f"handler 'h1' ({options['type']}): colour: Extra inputs are not permitted"
+    )
 
 
 def test_a_factory_that_raises_anything_else_names_the_handler(

@@ -282,15 +282,15 @@ async def test_server_credentials_are_in_no_log_line_error_or_repr(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"subject": ""}, "'subject' must be a non-empty string"),
+        ({"subject": ""}, "subject: must be a non-empty string"),
         ({"subject": "a.*"}, "without spaces or wildcards"),
         ({"subject": "a..b"}, "without spaces or wildcards"),
         ({"subject": "a b"}, "without spaces or wildcards"),
-        ({"subject": "a", "stream": "a.b"}, "'stream' must be a stream name"),
-        ({"subject": "a", "timeout": -1}, "'timeout' must be a positive number"),
-        ({"subject": "a", "servers": []}, "'servers' must be a URL or a list"),
+        ({"subject": "a", "stream": "a.b"}, "stream: must be a stream name"),
+        ({"subject": "a", "timeout": -1}, "timeout: must be a positive number"),
+        ({"subject": "a", "servers": []}, "servers: must be a URL or a list"),
         ({"subject": "a", "servers": "http://u:hunter2@h:1"}, "must be nats://, tls://"),
-        ({"subject": "a", "servers": "nats://u:hunter2@h:port"}, "'servers' has an invalid URL"),
+        ({"subject": "a", "servers": "nats://u:hunter2@h:port"}, "servers: has an invalid URL"),
         ({"subject": "a", "servers": ["env:QUEUE_TEST_UNSET"]}, "QUEUE_TEST_UNSET is not set"),
     ],
 )

@@ -178,12 +178,12 @@ async def test_the_url_password_is_in_no_log_line_error_or_repr(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"stream": ""}, "'stream' must be a non-empty string"),
-        ({"stream": "s", "maxlen": 0}, "'maxlen' must be a positive integer"),
-        ({"stream": "s", "maxlen": "100"}, "'maxlen' must be a positive integer"),
-        ({"stream": "s", "timeout": 0}, "'timeout' must be a positive number"),
+        ({"stream": ""}, "stream: String should have at least 1 character"),
+        ({"stream": "s", "maxlen": 0}, "maxlen: Input should be greater than or equal to 1"),
+        ({"stream": "s", "maxlen": "100"}, "maxlen: Input should be a valid integer"),
+        ({"stream": "s", "timeout": 0}, "timeout: must be a positive number"),
         ({"stream": "s", "url": "http://u:hunter2@host/"}, "must be a redis://, rediss://"),
-        ({"stream": "s", "url": "redis://u:hunter2@host:port/"}, "'url' is not a valid URL"),
+        ({"stream": "s", "url": "redis://u:hunter2@host:port/"}, "url: is not a valid URL"),
         ({"stream": "s", "url": "env:QUEUE_TEST_UNSET"}, "QUEUE_TEST_UNSET is not set"),
     ],
 )

@@ -226,6 +226,33 @@ def test_describe_url_drops_credentials_query_and_fragment() -> None:
     assert describe_url(url) == "https://b.s3.amazonaws.com:8443/k/r.json"
 
 
+@pytest.mark.parametrize(
+    ("url", "default_port", "shown"),
+    [("https://user:pw@example.com/hook?token=abc#f", None, "https://example.com/hook"),
+     ("https://user@example.com:8443/", None, "https://example.com:8443/"),
+     ("http://u:p@[2001:db8::1]:8080/x", None, "http://[2001:db8::1]:8080/x"),
+     ("https://[::1]/", None, "https://[::1]/"),
+     ("https://example.com/plain", None, "https://example.com/plain"),
+     ("redis://:hunter2@cache/0", 6379, "redis://cache:6379/0"),
+     ("rediss://user:hunter2@cache:6380/2", 6379, "rediss://cache:6380/2"),
+     ("amqp://app:hunter2@mq/prod", 5672, "amqp://mq:5672/prod"),
+     ("amqp://app:hunter2@[fd00::5]:5673/%2f", 5672, "amqp://[fd00::5]:5673/%2f"),
+     ("nats://s3cr3t-token@n1", 4222, "nats://n1:4222"),
+     ("tls://u:hunter2@n2:4443", 4222, "tls://n2:4443"),
+     ("unix://:hunter2@/run/redis.sock?db=1", None, "unix:///run/redis.sock")],
+)  # fmt: skip
+def test_describe_url_drops_every_kind_of_userinfo(
+    url: str, default_port: int | None, shown: str
+) -> None:
+    assert describe_url(url, default_port) == shown
+    assert describe_url(httpx.URL(url) if url.startswith("http") else url, default_port) == shown
+
+
+def test_describe_url_fills_in_what_the_url_leaves_out() -> None:
+    assert describe_url("redis://", 6379, default_host="localhost") == "redis://localhost:6379"
+    assert describe_url("amqps://mq", 5671, default_path="/") == "amqps://mq:5671/"
+
+
 async def test_a_name_rebound_to_loopback_after_the_check_is_refused_at_connect() -> None:
     async with tcp_listener() as (port, accepted):
         # The first lookup (the pre-request check) sees a public address, the next one loopback.
