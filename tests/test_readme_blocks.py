@@ -46,12 +46,6 @@ PROMISE = re.compile(r"^uv run [^#]*#\s*(.+?)\s*$")
 RUN_SECONDS = 240  # one block: a fresh copy's first `uv run` installs its environment
 READY_SECONDS = 120
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.timeout(900),
-    pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH"),
-]
-
 
 @dataclass(frozen=True)
 class Block:
@@ -186,6 +180,10 @@ def test_every_block_says_how_it_is_treated(document: str) -> None:
             assert kind in ("file", "skip"), f"{where}: a python block needs a file or skip rule"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not on PATH")
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl (the blocks' wait) is missing")
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_shell_blocks_run_as_pasted(document: str, tmp_path: Path) -> None:
     copy = fresh_copy(tmp_path / "clone")
