@@ -225,7 +225,7 @@ def cli() -> str:
         ctx = click.Context(
             command, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100
         )
-        level = "#" * min(len(path) + 1, 4)
+        level = "#" * min(len(path) + 2, 5)  # under the page's "## Reference"
         lines.extend([f"{level} `{name}`", "", "```text", command.get_help(ctx), "```", ""])
         if isinstance(command, click.Group):
             for sub in command.list_commands(ctx):
