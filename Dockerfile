@@ -37,7 +37,7 @@ RUN groupadd --gid 10001 jobhook \
  && mkdir /data \
  && chown 10001:10001 /data
 COPY --from=build /opt/jobhook /opt/jobhook
-# The environment beats the config file (see README, "Container"): these make the container's
+# The environment beats the config file (see docs/deployment.md, "Container"): these make the container's
 # contract hold whatever a mounted config says; override them with `docker run -e`.
 # WORKDIR / makes relative paths in a config (e.g. dir = "data/out") land in /data too.
 ENV PATH=/opt/jobhook/bin:$PATH \

@@ -1,4 +1,4 @@
-"""README's "Container" section documents every setting as the JOBHOOK_* variable that sets it."""
+"""The "Container" section (docs/deployment.md) names every setting's JOBHOOK_* variable."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from tests.deploy.dockerfile import REPO
 
 
 def container_section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")
     match = re.search(r"^## Container\n(.*?)(?=^## )", text, re.S | re.M)
-    assert match, 'README.md has no "## Container" section followed by another section'
+    assert match, 'docs/deployment.md has no "## Container" section followed by another section'
     return match[1]
 
 
