@@ -260,8 +260,8 @@ def _schema_text(schema: dict[str, Any]) -> str:
 
 def openapi_spec() -> dict[str, Any]:
     """``/openapi.json`` of an app with every route mounted (an admin token set)."""
-    from receiver.service.app import create_app
     from receiver.config import Settings
+    from receiver.service.app import create_app
     from receiver.service.openapi import openapi_document
 
     settings = Settings.model_validate({"server": {"admin_token": "docs-build-token"}})
