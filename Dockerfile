@@ -11,24 +11,27 @@ FROM ${PYTHON_IMAGE} AS build
 ARG UV_VERSION=0.13.8
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
-    UV_PROJECT_ENVIRONMENT=/opt/jobhook \
-    UV_PYTHON=/usr/local/bin/python3 \
+    VIRTUAL_ENV=/opt/jobhook \
     UV_PYTHON_DOWNLOADS=never \
     UV_COMPILE_BYTECODE=1 \
     UV_LINK_MODE=copy \
     UV_NO_CACHE=1
-RUN pip install --no-cache-dir "uv==${UV_VERSION}"
+# uv pip installs into $VIRTUAL_ENV, the environment the runtime stage copies.
+RUN pip install --no-cache-dir "uv==${UV_VERSION}" \
+ && uv venv --python /usr/local/bin/python3 /opt/jobhook
 WORKDIR /src
-# Dependencies get their own layer, rebuilt only when pyproject.toml (and so a pin) changes.
-# Every version is fixed by [tool.uv] constraint-dependencies; the lock made here stays here.
-COPY pyproject.toml ./
-RUN uv sync --no-install-project --no-dev --all-extras
-COPY README.md ./
+# Dependencies get their own layer, rebuilt only when requirements/runtime.txt changes: the
+# service and all its extras at the versions pyproject's constraints pin (scripts/lock writes
+# the file), each file checked against its sha256. Nothing is resolved here: --no-deps.
+COPY requirements/runtime.txt requirements/
+RUN uv pip install --require-hashes --no-deps -r requirements/runtime.txt
+COPY pyproject.toml README.md ./
 COPY receiver ./receiver
 COPY handlers ./handlers
-# --locked: the project goes in with exactly the versions resolved above; --no-editable: as a
-# wheel, so the runtime stage needs nothing from /src.
-RUN uv sync --locked --no-dev --all-extras --no-editable
+# The project itself, as a wheel (the runtime stage needs nothing from /src) and without its
+# dependencies, which are all in already; uv pip check fails the build if one were missing.
+RUN uv pip install --no-deps --no-editable . \
+ && uv pip check
 
 FROM ${PYTHON_IMAGE}
 RUN groupadd --gid 10001 jobhook \

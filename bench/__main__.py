@@ -1,4 +1,4 @@
-"""``uv run python -m bench [NAME ...]``: run the benchmarks, print tables, write JSON.
+"""``uv run --group dev python -m bench [NAME ...]``: run the benchmarks, print tables, write JSON.
 
 Names: ingest, latency, large, poller, startup (all when none is given). The ingest
 benchmark needs wrk (``apt-get install -y wrk``; installed automatically when run as root),

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import click
 
-from receiver.cli.jobs import COMMANDS
+from receiver.cli.lazy import LazyGroup
 from receiver.errors import ConfigError
-from receiver.sim.command import simulate
 
 CONFIG_OPTION = click.option(
     "--config",
@@ -21,15 +20,17 @@ CONFIG_OPTION = click.option(
 )
 
 
-@click.group()
+# Imported on use, so `jobhook serve` loads neither rich nor the admin client (receiver.cli.lazy).
+LAZY_COMMANDS = {
+    **{name: f"receiver.cli.jobs:{name}" for name in ("jobs", "replay", "track", "wait")},
+    "simulate": "receiver.sim.command:simulate",
+}
+
+
+@click.group(cls=LazyGroup, lazy=LAZY_COMMANDS)
 @click.version_option(package_name="jobhook")
 def main() -> None:
     """jobhook: verified, durable webhooks for document-processing APIs."""
-
-
-main.add_command(simulate)
-for command in COMMANDS:  # jobs, replay, track, wait (receiver.cli.jobs)
-    main.add_command(command)
 
 
 def _fail(exc: ConfigError) -> None:

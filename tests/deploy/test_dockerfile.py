@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -36,10 +37,22 @@ def test_base_image_defaults_to_official_slim_and_is_one_build_arg() -> None:
 
 def test_dependencies_are_installed_before_the_code_is_copied() -> None:
     steps = instructions()
-    deps = next(i for i, (k, a) in enumerate(steps) if k == "RUN" and "--no-install-project" in a)
+    deps = next(i for i, (k, a) in enumerate(steps) if k == "RUN" and "--require-hashes" in a)
     copies = [(i, args) for i, (keyword, args) in enumerate(steps) if keyword == "COPY"]
-    assert [args for i, args in copies if i < deps] == ["pyproject.toml ./"]
+    # The dependency layer depends on the pins alone, so a code change never rebuilds it.
+    assert [args for i, args in copies if i < deps] == ["requirements/runtime.txt requirements/"]
     assert any(i > deps and args.startswith("receiver") for i, args in copies)
+
+
+def test_dependencies_are_hash_checked_pins_and_the_project_adds_none() -> None:
+    runs = [args for keyword, args in instructions() if keyword == "RUN"]
+    (deps,) = [args for args in runs if "-r requirements/runtime.txt" in args]
+    assert "--require-hashes" in deps.split()
+    assert "--no-deps" in deps.split()  # nothing resolved at build time: the file is complete
+    (project,) = [args for args in runs if re.search(r"\binstall\b.* \.(?: |$)", args)]
+    assert "--no-deps" in project.split()
+    # Nothing resolves or locks in the build: what runs is what requirements/runtime.txt says.
+    assert not any(re.search(r"\buv (?:sync|lock)\b", args) for args in runs)
 
 
 def test_runtime_runs_as_a_numeric_non_root_user() -> None:
