@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -43,9 +44,25 @@ dir = "{tmp_path / "out"}"
 def json_logs() -> Iterator[None]:
     """JSON logging for one test, then back to pytest's defaults."""
     configure_logging("debug", "json")
+    forget_cached_loggers()
     yield
     logging.getLogger().handlers.clear()
     structlog.reset_defaults()
+
+
+def forget_cached_loggers() -> None:
+    """Make the modules' loggers take the configuration now in force.
+
+    ``cache_logger_on_first_use`` (the service configures logging once, at startup) makes each
+    module's ``log`` keep the configuration of its first use; a test that configured another
+    level before (the CLI's tests log at ``warning``) would leave its level behind.
+    """
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(("receiver", "handlers")):
+            continue
+        for value in vars(module).values():
+            if isinstance(value, structlog._config.BoundLoggerLazyProxy):
+                value.__dict__.pop("bind", None)
 
 
 @pytest.fixture
