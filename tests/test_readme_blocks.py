@@ -102,12 +102,20 @@ def environment(port: int) -> dict[str, str]:
     A user's shell has none of them: CI's ``UV_NO_SYNC=1`` (its venv comes from the hashed
     requirements) would leave the fresh copy without the environment its blocks install.
     """
-    keep_uv = ("UV_CACHE_DIR", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL")
+    keep_uv = (
+        "UV_CACHE_DIR",
+        "UV_INDEX_URL",
+        "UV_DEFAULT_INDEX",
+        "UV_EXTRA_INDEX_URL",
+        "UV_OFFLINE",
+    )
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("JOBHOOK_", "UV_", "VIRTUAL_ENV", "PYTEST"))
-        and k not in ("REDUCTO_WEBHOOK_SECRET", "PYTHONPATH")
+        if (
+            not k.startswith(("JOBHOOK_", "UV_", "VIRTUAL_ENV", "PYTEST"))
+            and k not in ("REDUCTO_WEBHOOK_SECRET", "PYTHONPATH")
+        )
         or k in keep_uv
     }
     return env | {"JOBHOOK_SERVER__PORT": str(port), "NO_COLOR": "1"}
