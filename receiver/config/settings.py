@@ -202,6 +202,8 @@ class HandlerSettings(_Section):
 class DispatchSettings(_Section):
     concurrency: int = Field(8, ge=1)
     lease_seconds: float = Field(60.0, gt=0)
+    # A replica silent for three intervals is dead: the others take its claims back.
+    heartbeat_seconds: float = Field(2.0, gt=0)
 
 
 class RetentionSettings(_Section):

@@ -13,10 +13,12 @@ from handlers import load_handler
 from receiver.admin.notifier import Notifier
 from receiver.intake.ingest import Ingestor
 from receiver.intake.poller import Poller
+from receiver.loops import worker_id
 from receiver.ops.metrics import RuntimeCounts
 from receiver.ops.retention import Retention
 from receiver.pipeline.dispatcher import Dispatcher
 from receiver.pipeline.fetch import ResultFetcher
+from receiver.pipeline.heartbeat import Heartbeat
 from receiver.pipeline.resolver import Resolver
 from receiver.pipeline.urlsafety import tls_context
 from receiver.providers import get_provider
@@ -55,6 +57,8 @@ class Runtime:
         self.apis: dict[str, JobAPI] = {}
         self.metrics = metrics
         self.notifier = Notifier()
+        self.owner = worker_id()
+        """This replica's name on every claim and lease it takes, and on its heartbeat."""
 
     async def start(self) -> None:
         """Open everything; on failure, close what was opened and re-raise."""
@@ -109,7 +113,14 @@ class Runtime:
                 Resolver(dict(self.apis), fetcher, settings.results.dir),
                 concurrency=settings.dispatch.concurrency,
                 lease_seconds=settings.dispatch.lease_seconds,
+                owner=self.owner,
                 on_delivered=self._delivered,
+            )
+            self.heartbeat = Heartbeat(
+                self.store,
+                self.owner,
+                settings.dispatch.heartbeat_seconds,
+                on_taken_back=self.dispatcher.wake,
             )
             polling = {
                 name: settings.sources[name].poll
@@ -124,7 +135,9 @@ class Runtime:
                 polling=polling,
                 notify=self.notifier.notify,
             )
-            self.poller = Poller(self.store, self.ingestor, self.apis, polling)
+            self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
+            beats = asyncio.create_task(self.heartbeat.run(self._stop), name="heartbeat")
+            stack.push_async_callback(self._stop_task, beats)
             task = asyncio.create_task(
                 self.dispatcher.run(self._stop, settings.server.shutdown_grace_seconds),
                 name="dispatcher",
