@@ -124,6 +124,10 @@ class Poller:
             log.info("poll_failed", source=job.source, job_id=job.job_id, error=str(exc))
             await self._schedule(job, attempts, settings, exc.retry_after)
             return
+        except Exception as exc:  # an odd answer must not end the pass, nor stop this job's polls
+            log.error("poll_failed", source=job.source, job_id=job.job_id, error=repr(exc))
+            await self._schedule(job, attempts, settings, None)
+            return
         event = Event(
             source=job.source,
             job_id=job.job_id,

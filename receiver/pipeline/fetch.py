@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import os
 import random
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +22,7 @@ import anyio
 import httpx
 import structlog
 
+from receiver.backoff import seconds_from
 from receiver.completion import ResultInfo
 from receiver.errors import FetchError, ResultTooLargeError, UnsafeURLError
 from receiver.pipeline.download import Exchange, Head, Interrupted, on_thread
@@ -195,7 +194,7 @@ class ResultFetcher:
             log.info("result_url_expired", host=host, status=status)
             raise FetchError(f"{host} answered {status}: the result URL has expired", expired=True)
         if status in (408, 429) or status >= 500:
-            retry_after = _retry_after(head.header("retry-after"), self._retry_after_max)
+            retry_after = seconds_from(head.header("retry-after"), cap=self._retry_after_max)
             raise _Transient(f"{host} answered {status}", retry_after)
         raise FetchError(f"{host} answered unexpected status {status}")
 
@@ -251,21 +250,3 @@ def _redirect_target(url: httpx.URL, head: Head) -> httpx.URL:
         return url.join(location)
     except httpx.InvalidURL as exc:
         raise UnsafeURLError(f"{host} redirected to a malformed URL: {exc}") from None
-
-
-def _retry_after(value: str | None, cap: float) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date), capped; None when absent or bad."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        seconds = float(value)
-    else:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return min(max(seconds, 0.0), cap)

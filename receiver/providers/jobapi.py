@@ -9,7 +9,7 @@ import httpx
 import structlog
 
 from receiver import jsontext
-from receiver.backoff import retry_after
+from receiver.backoff import capped, retry_after
 from receiver.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -78,7 +78,9 @@ class JobAPI:
         self._count(str(response.status_code))
         self.limiter.observe(response.headers)
         if response.status_code == 429 or response.status_code >= 500:
-            wait = retry_after(response.headers) or self.provider.retry_hint(_json(response))
+            wait = retry_after(response.headers)
+            if wait is None:  # a body can say Infinity too (JSON as Python reads it)
+                wait = capped(self.provider.retry_hint(_json(response)))
             if response.status_code == 429:
                 self.limiter.defer(wait if wait is not None else self.limiter.interval * 2)
             raise ProviderError(

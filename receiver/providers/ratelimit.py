@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from receiver.backoff import rate_limit_remaining, rate_limit_reset
+from receiver.backoff import capped, rate_limit_remaining, rate_limit_reset
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -51,7 +51,8 @@ class RateLimiter:
             await self._sleep(slot - now)
 
     def defer(self, seconds: float) -> None:
-        """Make no request for ``seconds`` (a 429's Retry-After)."""
+        """Make no request for ``seconds`` (a 429's Retry-After), capped and never forever."""
+        seconds = capped(seconds) or 0.0
         self._next = max(self._next, self._clock() + seconds)
         log.info("rate_limit_wait", source=self.name, seconds=round(seconds, 3))
 
