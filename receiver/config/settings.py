@@ -87,7 +87,9 @@ class PollSettings(_Section):
     grace_seconds: float = Field(120.0, ge=0)
     initial_delay: float = Field(2.0, gt=0)
     max_delay: float = Field(60.0, gt=0)
-    requests_per_minute: float = Field(60.0, gt=0)
+    # Unset: the provider's default (receiver.providers.ratelimit), then what the server says;
+    # set: a ceiling the learned budget never exceeds.
+    requests_per_minute: float | None = Field(None, gt=0)
     give_up_after_hours: float = Field(30.0, gt=0)
     reconcile: bool = False
     reconcile_interval_seconds: float = Field(600.0, gt=0)
@@ -204,6 +206,8 @@ class DispatchSettings(_Section):
     lease_seconds: float = Field(60.0, gt=0)
     # A replica silent for three intervals is dead: the others take its claims back.
     heartbeat_seconds: float = Field(2.0, gt=0)
+    # Warn (and say so in /readyz) when confirmations cannot drain this fast at the budget.
+    confirmation_drain_seconds: float = Field(600.0, gt=0)
 
 
 class RetentionSettings(_Section):

@@ -48,9 +48,12 @@ class JobAPI:
     def __repr__(self) -> str:
         return f"JobAPI(source={self.source!r}, base_url={self._base!r})"
 
-    async def get_job(self, job_id: str) -> JobStatus:
-        """The job's current status and result reference; ProviderError when it can't be had."""
-        body = await self._get(self.provider.job_path(job_id), job_id=job_id)
+    async def get_job(self, job_id: str, *, urgent: bool = False) -> JobStatus:
+        """The job's current status and result reference; ProviderError when it can't be had.
+
+        ``urgent`` (confirming a completion) goes before routine polls in the rate budget.
+        """
+        body = await self._get(self.provider.job_path(job_id), job_id=job_id, urgent=urgent)
         return self.provider.parse_job(body, source=self.source, job_id=job_id)
 
     async def list_jobs(
@@ -62,8 +65,8 @@ class JobAPI:
             return None
         return self.provider.parse_list(await self._get(path, job_id=None))
 
-    async def _get(self, path: str, *, job_id: str | None) -> Any:
-        await self.limiter.acquire()
+    async def _get(self, path: str, *, job_id: str | None, urgent: bool = False) -> Any:
+        await self.limiter.acquire(urgent=urgent)
         headers = self.provider.auth_headers(self._api_key.reveal())
         try:
             response = await self._client.get(self._base + path, headers=headers)
