@@ -17,13 +17,14 @@ from receiver.loops import worker_id
 from receiver.ops.metrics import RuntimeCounts
 from receiver.ops.retention import Retention
 from receiver.pipeline.dispatcher import Dispatcher
+from receiver.pipeline.drain import DrainWatch
 from receiver.pipeline.fetch import ResultFetcher
 from receiver.pipeline.heartbeat import Heartbeat
 from receiver.pipeline.resolver import Resolver
 from receiver.pipeline.urlsafety import tls_context
 from receiver.providers import get_provider
 from receiver.providers.jobapi import JobAPI
-from receiver.providers.ratelimit import RateLimiter
+from receiver.providers.ratelimit import RateLimiter, default_budget
 from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -76,7 +77,13 @@ class Runtime:
             stack.push_async_callback(api_client.aclose)
             for name, cfg in settings.sources.items():
                 if cfg.api_base_url and cfg.api_key:
-                    limiter = RateLimiter(cfg.poll.requests_per_minute, name=name)
+                    configured = cfg.poll.requests_per_minute
+                    limiter = RateLimiter(
+                        configured or default_budget(cfg.provider),
+                        name=name,
+                        learn=True,
+                        ceiling=configured,
+                    )
                     self.apis[name] = JobAPI(
                         source=name,
                         provider=get_provider(cfg.provider, cfg.generic),
@@ -136,6 +143,12 @@ class Runtime:
                 notify=self.notifier.notify,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
+            self.drain = DrainWatch(
+                self.store, dict(self.apis), settings.dispatch.confirmation_drain_seconds
+            )
+            await self.drain.check()  # /readyz tells the backlog from the start
+            watch = asyncio.create_task(self.drain.run(self._stop), name="drain-watch")
+            stack.push_async_callback(self._stop_task, watch)
             beats = asyncio.create_task(self.heartbeat.run(self._stop), name="heartbeat")
             stack.push_async_callback(self._stop_task, beats)
             task = asyncio.create_task(
@@ -155,10 +168,14 @@ class Runtime:
         """What the job APIs, rate limiters, fetcher and ingestor counted (for ``/metrics``)."""
         fetcher = getattr(self, "fetcher", None)
         ingestor = getattr(self, "ingestor", None)
+        drains = self.drain.status if hasattr(self, "drain") else {}
         return RuntimeCounts(
             api_calls={name: dict(api.calls) for name, api in self.apis.items()},
             rate_waits={name: api.limiter.waits for name, api in self.apis.items()},
             rate_waited={name: api.limiter.waited for name, api in self.apis.items()},
+            budgets={name: api.limiter.requests_per_minute for name, api in self.apis.items()},
+            confirmations={name: d.confirmations for name, d in drains.items()},
+            drain_seconds={name: d.eta_seconds for name, d in drains.items()},
             bytes_fetched=fetcher.bytes_fetched if fetcher is not None else 0,
             events=dict(ingestor.counts) if ingestor is not None else {},
         )

@@ -179,6 +179,10 @@ class Store(abc.ABC):
         """Work not yet delivered, counted now."""
 
     @abc.abstractmethod
+    async def confirmations_due(self) -> dict[str, int]:
+        """By source, completions still waiting for their job API's confirmation."""
+
+    @abc.abstractmethod
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
         """Delete up to ``limit`` delivered jobs that became terminal before ``before``.
 

@@ -220,6 +220,9 @@ class PostgresStore(Store):
         (row,) = await self._db.fetch(queries.BACKLOG)
         return queries.backlog_row(row)
 
+    async def confirmations_due(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in await self._db.fetch(queries.CONFIRMATIONS_DUE)}
+
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
         return await self._db.transaction(lambda conn: _purge(conn, before, limit))
 

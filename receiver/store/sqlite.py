@@ -262,6 +262,9 @@ class SQLiteStore(Store):
         (row,) = await self._read(queries.BACKLOG)
         return queries.backlog_row(row)
 
+    async def confirmations_due(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in await self._read(queries.CONFIRMATIONS_DUE)}
+
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
         return await self._write(lambda db: queries.purge(db, before, limit))
 
