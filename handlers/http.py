@@ -24,7 +24,8 @@ from handlers.options import SECRET_TABLE, HandlerOptions, Seconds, SecretText
 from receiver.backoff import retry_after
 from receiver.config.settings import check_svix_secret
 from receiver.errors import RetryableError
-from receiver.pipeline.urlsafety import describe_url, tls_context
+from receiver.pipeline import egress
+from receiver.pipeline.urlsafety import describe_url
 from receiver.secret import Secret, resolve_secret
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class HttpHandler:
                 timeout=self.timeout,
                 follow_redirects=False,
                 headers={"user-agent": USER_AGENT},
-                verify=tls_context(),
+                **egress.current().client_options(),
             )
 
     async def close(self) -> None:

@@ -82,6 +82,15 @@ class ResultsSettings(_Section):
     max_attempts: int = Field(5, ge=1)
 
 
+class EgressSettings(_Section):
+    """``[egress]``: the proxy and trust of every outbound connection (pipeline.egress)."""
+
+    proxy: SecretValue | None = None
+    no_proxy: tuple[str, ...] = ()
+    ca_bundle: Path | None = None
+    truststore: bool = False
+
+
 class PollSettings(_Section):
     enabled: bool = True
     grace_seconds: float = Field(120.0, ge=0)
@@ -231,6 +240,7 @@ class Settings(_Section):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
     results: ResultsSettings = ResultsSettings()
+    egress: EgressSettings = EgressSettings()
     dispatch: DispatchSettings = DispatchSettings()
     retention: RetentionSettings = RetentionSettings()
     log: LogSettings = LogSettings()

@@ -25,8 +25,9 @@ import structlog
 from receiver.backoff import seconds_from
 from receiver.completion import ResultInfo
 from receiver.errors import FetchError, ResultTooLargeError, UnsafeURLError
+from receiver.pipeline import egress as outbound
 from receiver.pipeline.download import Exchange, Head, Interrupted, on_thread
-from receiver.pipeline.urlsafety import URLPolicy, describe_url, tls_context
+from receiver.pipeline.urlsafety import URLPolicy, describe_url
 
 if TYPE_CHECKING:
     import ssl
@@ -60,6 +61,7 @@ class ResultFetcher:
         *,
         policy: URLPolicy | None = None,
         tls: ssl.SSLContext | None = None,
+        egress: outbound.Egress | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
@@ -68,6 +70,7 @@ class ResultFetcher:
         self.settings = settings
         self.policy = policy if policy is not None else URLPolicy.from_settings(settings)
         self._tls = tls
+        self._egress = egress if egress is not None else outbound.current()
         self._sleep = sleep
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
@@ -168,12 +171,14 @@ class ResultFetcher:
         if self._closed:
             raise FetchError("the result fetcher is shut down")
         try:
-            sock = await self.policy.connect(url, self.settings.connect_timeout)
+            sock = await outbound.connect(
+                self.policy, url, self.settings.connect_timeout, self._egress
+            )
         except FetchError as exc:
             if exc.permanent:
                 raise
             raise _Transient(str(exc)) from exc
-        tls = (self._tls or tls_context()) if url.scheme == "https" else None
+        tls = (self._tls or self._egress.ssl_context) if url.scheme == "https" else None
         exchange = Exchange(sock, url, tls=tls, timeout=self.settings.read_timeout)
         self._exchanges.add(exchange)
         try:

@@ -16,12 +16,12 @@ from receiver.intake.poller import Poller
 from receiver.loops import worker_id
 from receiver.ops.metrics import RuntimeCounts
 from receiver.ops.retention import Retention
+from receiver.pipeline import egress
 from receiver.pipeline.dispatcher import Dispatcher
 from receiver.pipeline.drain import DrainWatch
 from receiver.pipeline.fetch import ResultFetcher
 from receiver.pipeline.heartbeat import Heartbeat
 from receiver.pipeline.resolver import Resolver
-from receiver.pipeline.urlsafety import tls_context
 from receiver.providers import get_provider
 from receiver.providers.jobapi import JobAPI
 from receiver.providers.ratelimit import RateLimiter, default_budget
@@ -66,13 +66,15 @@ class Runtime:
         settings = self.settings
         stack = self._stack
         try:
+            outbound = egress.Egress.from_settings(settings.egress)
+            egress.configure(outbound)
             await self.store.open()
             stack.push_async_callback(self.store.close)
             api_client = httpx.AsyncClient(
                 timeout=httpx.Timeout(15.0, connect=settings.results.connect_timeout),
                 headers={"User-Agent": "jobhook"},
                 follow_redirects=False,
-                verify=tls_context(),
+                **outbound.client_options(),
             )
             stack.push_async_callback(api_client.aclose)
             for name, cfg in settings.sources.items():
@@ -98,7 +100,7 @@ class Runtime:
                         source=name,
                         hint="set api_base_url and api_key to fetch results and poll",
                     )
-            fetcher = self.fetcher = ResultFetcher(settings.results)
+            fetcher = self.fetcher = ResultFetcher(settings.results, egress=outbound)
             stack.push_async_callback(fetcher.aclose)
             self.retention = Retention(
                 self.store,
