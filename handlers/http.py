@@ -21,9 +21,11 @@ from pydantic import BeforeValidator, field_validator
 from svix.webhooks import Webhook
 
 from handlers.options import SECRET_TABLE, HandlerOptions, Seconds, SecretText
+from receiver.backoff import retry_after
 from receiver.config.settings import check_svix_secret
 from receiver.errors import RetryableError
-from receiver.pipeline.urlsafety import describe_url, tls_context
+from receiver.pipeline import egress
+from receiver.pipeline.urlsafety import describe_url
 from receiver.secret import Secret, resolve_secret
 
 if TYPE_CHECKING:
@@ -119,7 +121,7 @@ class HttpHandler:
                 timeout=self.timeout,
                 follow_redirects=False,
                 headers={"user-agent": USER_AGENT},
-                verify=tls_context(),
+                **egress.current().client_options(),
             )
 
     async def close(self) -> None:
@@ -144,7 +146,7 @@ class HttpHandler:
                 if not r.is_success:
                     raise RetryableError(
                         f"POST {target} answered {r.status_code}: {await _excerpt(r)!r}",
-                        retry_after=_retry_after(r),
+                        retry_after=retry_after(r.headers),
                     )
         except httpx.TimeoutException as exc:
             raise RetryableError(f"POST {target} timed out after {self.timeout}s") from exc
@@ -173,12 +175,3 @@ async def _excerpt(response: httpx.Response) -> str:
         if len(data) >= EXCERPT_BYTES:
             break
     return data[:EXCERPT_BYTES].decode("utf-8", "replace")
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after", "")
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if 0 <= seconds < 86_400 else None

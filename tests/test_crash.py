@@ -139,8 +139,7 @@ async def test_sigterm_stops_within_the_grace_and_releases_claimed_work(tmp_path
             if service.poll() is None:
                 service.kill()
                 service.wait(timeout=10)
-    # uvicorn re-raises SIGTERM after a clean shutdown, as the conventional exit for it.
-    assert code in (0, -signal.SIGTERM)
+    assert code == 0, "a clean stop by SIGTERM exits 0"
     assert elapsed < 8, f"shutdown took {elapsed:.1f}s with a 1s grace"
     with sqlite3.connect(tmp_path / "data" / "jobhook.db") as db:
         state, owner = db.execute("SELECT state, lease_owner FROM dispatches").fetchone()

@@ -62,7 +62,7 @@ async def wait_for_job(
             if detail is None or detail["job"]["terminal"]:
                 return detail
             left = deadline - time.monotonic()
-            if left <= 0 or (gone is not None and await gone()):
+            if left <= 0 or notifier.closing or (gone is not None and await gone()):
                 return detail
             await wait_flag(news, min(left, RECHECK_SECONDS))
 

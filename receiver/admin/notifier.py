@@ -26,6 +26,14 @@ class Notifier:
     def __init__(self) -> None:
         self._jobs: dict[tuple[str, str], set[asyncio.Event]] = {}
         self._completions: set[asyncio.Event] = set()
+        self.closing = False
+        """The service is stopping: streams and long-polls answer and end now."""
+
+    def close(self) -> None:
+        """Wake every waiter for good: the server waits for open responses before it stops."""
+        self.closing = True
+        for flag in (*self._completions, *(f for w in self._jobs.values() for f in w)):
+            flag.set()
 
     def notify(self, event: Event, result: IngestResult) -> None:
         """An event was committed: wake the job's watchers, and everyone's on a completion."""

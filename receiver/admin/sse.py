@@ -4,7 +4,8 @@ Each event is ``event: completion``, ``id: <completion id>`` and the completion 
 Ids only grow, so a client that reconnects with the last id it saw (the ``Last-Event-ID``
 header browsers send, or ``?last_event_id=``) gets every completion after it and none twice;
 without one the stream starts with the next completion. A comment line is sent every
-``heartbeat`` seconds (default 15) so proxies keep the connection open.
+``heartbeat`` seconds (default 15) so proxies keep the connection open. At shutdown the
+stream ends at once, so it never holds the server's graceful stop.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ async def stream_completions(
             if idle >= heartbeat:
                 yield ": heartbeat\n\n"
                 quiet_since, idle = time.monotonic(), 0.0
+            if notifier.closing:
+                return  # the client reconnects (to another replica) from its last id
             await wait_flag(news, min(RECHECK_SECONDS, heartbeat - idle))
 
 

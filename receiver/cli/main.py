@@ -24,6 +24,7 @@ CONFIG_OPTION = click.option(
 LAZY_COMMANDS = {
     **{name: f"receiver.cli.jobs:{name}" for name in ("jobs", "replay", "track", "wait")},
     "simulate": "receiver.sim.command:simulate",
+    "status": "receiver.cli.status:status",
 }
 
 

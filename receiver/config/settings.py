@@ -82,12 +82,23 @@ class ResultsSettings(_Section):
     max_attempts: int = Field(5, ge=1)
 
 
+class EgressSettings(_Section):
+    """``[egress]``: the proxy and trust of every outbound connection (pipeline.egress)."""
+
+    proxy: SecretValue | None = None
+    no_proxy: tuple[str, ...] = ()
+    ca_bundle: Path | None = None
+    truststore: bool = False
+
+
 class PollSettings(_Section):
     enabled: bool = True
     grace_seconds: float = Field(120.0, ge=0)
     initial_delay: float = Field(2.0, gt=0)
     max_delay: float = Field(60.0, gt=0)
-    requests_per_minute: float = Field(60.0, gt=0)
+    # Unset: the provider's default (receiver.providers.ratelimit), then what the server says;
+    # set: a ceiling the learned budget never exceeds.
+    requests_per_minute: float | None = Field(None, gt=0)
     give_up_after_hours: float = Field(30.0, gt=0)
     reconcile: bool = False
     reconcile_interval_seconds: float = Field(600.0, gt=0)
@@ -202,6 +213,10 @@ class HandlerSettings(_Section):
 class DispatchSettings(_Section):
     concurrency: int = Field(8, ge=1)
     lease_seconds: float = Field(60.0, gt=0)
+    # A replica silent for three intervals is dead: the others take its claims back.
+    heartbeat_seconds: float = Field(2.0, gt=0)
+    # Warn (and say so in /readyz) when confirmations cannot drain this fast at the budget.
+    confirmation_drain_seconds: float = Field(600.0, gt=0)
 
 
 class RetentionSettings(_Section):
@@ -225,6 +240,7 @@ class Settings(_Section):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
     results: ResultsSettings = ResultsSettings()
+    egress: EgressSettings = EgressSettings()
     dispatch: DispatchSettings = DispatchSettings()
     retention: RetentionSettings = RetentionSettings()
     log: LogSettings = LogSettings()

@@ -94,14 +94,21 @@ class Poller:
         return min(max(due - self._clock(), 0.0), IDLE_RECHECK_SECONDS)
 
     async def _poll_source(self, source: str) -> int:
-        settings = self.settings[source]
         # A batch is what the budget allows in a quarter of the lease, so leadership is renewed
         # before it can lapse.
-        batch = max(1, int(settings.requests_per_minute * LEASE_SECONDS / 4 / 60))
-        jobs = await self.store.due_polls(source, self._clock(), batch)
+        budget = self.apis[source].limiter.requests_per_minute
+        batch = max(1, int(budget * LEASE_SECONDS / 4 / 60))
+        started = self._clock()
+        jobs = await self.store.due_polls(source, started, batch)
+        polled = 0
         for job in jobs:
+            # Confirmations go first in the budget, so polls may crawl: keep to a quarter of
+            # the lease all the same; what is left stays due for the next pass.
+            if self._clock() - started > LEASE_SECONDS / 4:
+                break
             await self.poll_job(job)
-        return len(jobs)
+            polled += 1
+        return polled
 
     async def poll_job(self, job: JobRow) -> None:
         """Ask about one job; ingest what changed, then schedule the next poll (or expire it)."""
@@ -123,6 +130,10 @@ class Poller:
         except ProviderError as exc:
             log.info("poll_failed", source=job.source, job_id=job.job_id, error=str(exc))
             await self._schedule(job, attempts, settings, exc.retry_after)
+            return
+        except Exception as exc:  # an odd answer must not end the pass, nor stop this job's polls
+            log.error("poll_failed", source=job.source, job_id=job.job_id, error=repr(exc))
+            await self._schedule(job, attempts, settings, None)
             return
         event = Event(
             source=job.source,

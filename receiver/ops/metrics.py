@@ -23,6 +23,7 @@ from prometheus_client.utils import floatToGoString
 from starlette.responses import Response
 
 from receiver.errors import JobhookError
+from receiver.ops.budgets import budget_gauges
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Mapping
@@ -47,6 +48,9 @@ class RuntimeCounts:
     rate_waited: Mapping[str, float] = field(default_factory=dict)  # seconds, by source
     bytes_fetched: int = 0
     events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (via, outcome)
+    budgets: Mapping[str, float] = field(default_factory=dict)  # requests a minute, by source
+    confirmations: Mapping[str, int] = field(default_factory=dict)  # waiting, by source
+    drain_seconds: Mapping[str, float] = field(default_factory=dict)  # their ETA, by source
 
 
 class Metrics:
@@ -262,6 +266,10 @@ class _RuntimeCollector:
             for (via, outcome), count in sorted(counts.events.items()):
                 events.add_metric([via, outcome], count)
         yield from (calls, waits, waited, fetched, events)
+        if counts is None:
+            yield from budget_gauges({}, {}, {})
+        else:
+            yield from budget_gauges(counts.budgets, counts.confirmations, counts.drain_seconds)
 
 
 async def metrics_endpoint(request: Request) -> Response:

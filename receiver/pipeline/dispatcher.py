@@ -229,6 +229,10 @@ class Dispatcher:
                 outcome = "dead"
             else:
                 delay = backoff_delay(dispatch.attempts, policy.backoff_initial, policy.backoff_max)
+                # The destination's Retry-After (the http handler reads it), within the cap.
+                wanted = exc.retry_after if isinstance(exc, RetryableError) else None
+                if wanted is not None:
+                    delay = min(max(delay, wanted), policy.backoff_max)
                 bound.warning("dispatch_retry", delay=round(delay, 2), error=error)
                 await self.store.finish_dispatch(
                     dispatch.id, self.owner, error=error, next_attempt_at=self._clock() + delay

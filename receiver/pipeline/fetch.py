@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import os
 import random
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,10 +22,12 @@ import anyio
 import httpx
 import structlog
 
+from receiver.backoff import seconds_from
 from receiver.completion import ResultInfo
 from receiver.errors import FetchError, ResultTooLargeError, UnsafeURLError
+from receiver.pipeline import egress as outbound
 from receiver.pipeline.download import Exchange, Head, Interrupted, on_thread
-from receiver.pipeline.urlsafety import URLPolicy, describe_url, tls_context
+from receiver.pipeline.urlsafety import URLPolicy, describe_url
 
 if TYPE_CHECKING:
     import ssl
@@ -61,6 +61,7 @@ class ResultFetcher:
         *,
         policy: URLPolicy | None = None,
         tls: ssl.SSLContext | None = None,
+        egress: outbound.Egress | None = None,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
@@ -69,6 +70,7 @@ class ResultFetcher:
         self.settings = settings
         self.policy = policy if policy is not None else URLPolicy.from_settings(settings)
         self._tls = tls
+        self._egress = egress if egress is not None else outbound.current()
         self._sleep = sleep
         self._backoff_base = backoff_base
         self._backoff_max = backoff_max
@@ -169,12 +171,14 @@ class ResultFetcher:
         if self._closed:
             raise FetchError("the result fetcher is shut down")
         try:
-            sock = await self.policy.connect(url, self.settings.connect_timeout)
+            sock = await outbound.connect(
+                self.policy, url, self.settings.connect_timeout, self._egress
+            )
         except FetchError as exc:
             if exc.permanent:
                 raise
             raise _Transient(str(exc)) from exc
-        tls = (self._tls or tls_context()) if url.scheme == "https" else None
+        tls = (self._tls or self._egress.ssl_context) if url.scheme == "https" else None
         exchange = Exchange(sock, url, tls=tls, timeout=self.settings.read_timeout)
         self._exchanges.add(exchange)
         try:
@@ -195,7 +199,7 @@ class ResultFetcher:
             log.info("result_url_expired", host=host, status=status)
             raise FetchError(f"{host} answered {status}: the result URL has expired", expired=True)
         if status in (408, 429) or status >= 500:
-            retry_after = _retry_after(head.header("retry-after"), self._retry_after_max)
+            retry_after = seconds_from(head.header("retry-after"), cap=self._retry_after_max)
             raise _Transient(f"{host} answered {status}", retry_after)
         raise FetchError(f"{host} answered unexpected status {status}")
 
@@ -251,21 +255,3 @@ def _redirect_target(url: httpx.URL, head: Head) -> httpx.URL:
         return url.join(location)
     except httpx.InvalidURL as exc:
         raise UnsafeURLError(f"{host} redirected to a malformed URL: {exc}") from None
-
-
-def _retry_after(value: str | None, cap: float) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date), capped; None when absent or bad."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        seconds = float(value)
-    else:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        seconds = (when - datetime.now(UTC)).total_seconds()
-    return min(max(seconds, 0.0), cap)

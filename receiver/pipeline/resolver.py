@@ -49,7 +49,7 @@ class Resolver:
         error: str | None = None
         if ref is None and api is not None and completion.state != State.EXPIRED:
             try:
-                status = await api.get_job(completion.job_id)
+                status = await api.get_job(completion.job_id, urgent=True)
             except JobNotFoundError as exc:
                 return Resolution(error=str(exc))
             if not status.state.terminal:
@@ -89,7 +89,7 @@ class Resolver:
                 if not exc.expired or api is None or refresh == MAX_URL_REFRESHES:
                     raise
                 log.info("result_url_expired", source=completion.source, job_id=completion.job_id)
-                status = await api.get_job(completion.job_id)
+                status = await api.get_job(completion.job_id, urgent=True)
                 if status.result is None or status.result.url is None:
                     return Resolution(error="result URL expired and the job API has no new one")
                 ref = status.result

@@ -9,7 +9,6 @@ too, and no socket is opened to a refused address.
 from __future__ import annotations
 
 import asyncio
-import functools
 import ipaddress
 import os
 import re
@@ -23,7 +22,6 @@ import httpx
 from receiver.errors import ConfigError, FetchError, UnsafeURLError
 
 if TYPE_CHECKING:
-    import ssl
     from collections.abc import Iterable
 
     from receiver.config.settings import ResultsSettings
@@ -282,14 +280,3 @@ def _ip(value: str) -> IPAddress | None:
         return ipaddress.ip_address(value)
     except ValueError:
         return None
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The process's one client TLS context (certifi's CAs, as httpx's default).
-
-    Each httpx client otherwise builds its own, parsing the CA bundle again (~30 ms each here);
-    jobhook's start built three or four. A context is safe to share between clients; result
-    downloads (``receiver.pipeline.download``) use it too.
-    """
-    return httpx.create_ssl_context()

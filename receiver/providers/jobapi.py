@@ -9,7 +9,7 @@ import httpx
 import structlog
 
 from receiver import jsontext
-from receiver.backoff import retry_after
+from receiver.backoff import capped, retry_after
 from receiver.errors import ProviderError
 
 if TYPE_CHECKING:
@@ -48,9 +48,12 @@ class JobAPI:
     def __repr__(self) -> str:
         return f"JobAPI(source={self.source!r}, base_url={self._base!r})"
 
-    async def get_job(self, job_id: str) -> JobStatus:
-        """The job's current status and result reference; ProviderError when it can't be had."""
-        body = await self._get(self.provider.job_path(job_id), job_id=job_id)
+    async def get_job(self, job_id: str, *, urgent: bool = False) -> JobStatus:
+        """The job's current status and result reference; ProviderError when it can't be had.
+
+        ``urgent`` (confirming a completion) goes before routine polls in the rate budget.
+        """
+        body = await self._get(self.provider.job_path(job_id), job_id=job_id, urgent=urgent)
         return self.provider.parse_job(body, source=self.source, job_id=job_id)
 
     async def list_jobs(
@@ -62,8 +65,8 @@ class JobAPI:
             return None
         return self.provider.parse_list(await self._get(path, job_id=None))
 
-    async def _get(self, path: str, *, job_id: str | None) -> Any:
-        await self.limiter.acquire()
+    async def _get(self, path: str, *, job_id: str | None, urgent: bool = False) -> Any:
+        await self.limiter.acquire(urgent=urgent)
         headers = self.provider.auth_headers(self._api_key.reveal())
         try:
             response = await self._client.get(self._base + path, headers=headers)
@@ -78,7 +81,9 @@ class JobAPI:
         self._count(str(response.status_code))
         self.limiter.observe(response.headers)
         if response.status_code == 429 or response.status_code >= 500:
-            wait = retry_after(response.headers) or self.provider.retry_hint(_json(response))
+            wait = retry_after(response.headers)
+            if wait is None:  # a body can say Infinity too (JSON as Python reads it)
+                wait = capped(self.provider.retry_hint(_json(response)))
             if response.status_code == 429:
                 self.limiter.defer(wait if wait is not None else self.limiter.interval * 2)
             raise ProviderError(

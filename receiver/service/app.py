@@ -76,6 +76,15 @@ class App(Starlette):
     """
 
     webhook: webhooks.WebhookEndpoint | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    """The loop the lifespan runs on, for ``stopping`` to reach from a signal handler."""
+
+    def stopping(self) -> None:
+        """A stop signal arrived (from any thread): end event streams and long-polls now, so
+        the server's graceful wait for open responses is not spent on them."""
+        runtime = getattr(self.state, "runtime", None)
+        if runtime is not None and self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(runtime.notifier.close)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.webhook is not None and scope["type"] == "http" and scope["method"] == "POST":
@@ -112,6 +121,8 @@ def create_app(settings: Settings, *, store: Store | None = None) -> App:
             await runtime.start()
             metrics.bind(runtime.counts)
             app.state.runtime = runtime
+            if isinstance(app, App):
+                app.loop = asyncio.get_running_loop()
             app.state.store = runtime.store
             app.state.ingestor = webhook.ingestor = runtime.ingestor
             log.info(

@@ -13,15 +13,18 @@ from handlers import load_handler
 from receiver.admin.notifier import Notifier
 from receiver.intake.ingest import Ingestor
 from receiver.intake.poller import Poller
+from receiver.loops import worker_id
 from receiver.ops.metrics import RuntimeCounts
 from receiver.ops.retention import Retention
+from receiver.pipeline import egress
 from receiver.pipeline.dispatcher import Dispatcher
+from receiver.pipeline.drain import DrainWatch
 from receiver.pipeline.fetch import ResultFetcher
+from receiver.pipeline.heartbeat import Heartbeat
 from receiver.pipeline.resolver import Resolver
-from receiver.pipeline.urlsafety import tls_context
 from receiver.providers import get_provider
 from receiver.providers.jobapi import JobAPI
-from receiver.providers.ratelimit import RateLimiter
+from receiver.providers.ratelimit import RateLimiter, default_budget
 from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -55,24 +58,34 @@ class Runtime:
         self.apis: dict[str, JobAPI] = {}
         self.metrics = metrics
         self.notifier = Notifier()
+        self.owner = worker_id()
+        """This replica's name on every claim and lease it takes, and on its heartbeat."""
 
     async def start(self) -> None:
         """Open everything; on failure, close what was opened and re-raise."""
         settings = self.settings
         stack = self._stack
         try:
+            outbound = egress.Egress.from_settings(settings.egress)
+            egress.configure(outbound)
             await self.store.open()
             stack.push_async_callback(self.store.close)
             api_client = httpx.AsyncClient(
                 timeout=httpx.Timeout(15.0, connect=settings.results.connect_timeout),
                 headers={"User-Agent": "jobhook"},
                 follow_redirects=False,
-                verify=tls_context(),
+                **outbound.client_options(),
             )
             stack.push_async_callback(api_client.aclose)
             for name, cfg in settings.sources.items():
                 if cfg.api_base_url and cfg.api_key:
-                    limiter = RateLimiter(cfg.poll.requests_per_minute, name=name)
+                    configured = cfg.poll.requests_per_minute
+                    limiter = RateLimiter(
+                        configured or default_budget(cfg.provider),
+                        name=name,
+                        learn=True,
+                        ceiling=configured,
+                    )
                     self.apis[name] = JobAPI(
                         source=name,
                         provider=get_provider(cfg.provider, cfg.generic),
@@ -87,7 +100,7 @@ class Runtime:
                         source=name,
                         hint="set api_base_url and api_key to fetch results and poll",
                     )
-            fetcher = self.fetcher = ResultFetcher(settings.results)
+            fetcher = self.fetcher = ResultFetcher(settings.results, egress=outbound)
             stack.push_async_callback(fetcher.aclose)
             self.retention = Retention(
                 self.store,
@@ -109,7 +122,14 @@ class Runtime:
                 Resolver(dict(self.apis), fetcher, settings.results.dir),
                 concurrency=settings.dispatch.concurrency,
                 lease_seconds=settings.dispatch.lease_seconds,
+                owner=self.owner,
                 on_delivered=self._delivered,
+            )
+            self.heartbeat = Heartbeat(
+                self.store,
+                self.owner,
+                settings.dispatch.heartbeat_seconds,
+                on_taken_back=self.dispatcher.wake,
             )
             polling = {
                 name: settings.sources[name].poll
@@ -124,7 +144,15 @@ class Runtime:
                 polling=polling,
                 notify=self.notifier.notify,
             )
-            self.poller = Poller(self.store, self.ingestor, self.apis, polling)
+            self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
+            self.drain = DrainWatch(
+                self.store, dict(self.apis), settings.dispatch.confirmation_drain_seconds
+            )
+            await self.drain.check()  # /readyz tells the backlog from the start
+            watch = asyncio.create_task(self.drain.run(self._stop), name="drain-watch")
+            stack.push_async_callback(self._stop_task, watch)
+            beats = asyncio.create_task(self.heartbeat.run(self._stop), name="heartbeat")
+            stack.push_async_callback(self._stop_task, beats)
             task = asyncio.create_task(
                 self.dispatcher.run(self._stop, settings.server.shutdown_grace_seconds),
                 name="dispatcher",
@@ -142,10 +170,14 @@ class Runtime:
         """What the job APIs, rate limiters, fetcher and ingestor counted (for ``/metrics``)."""
         fetcher = getattr(self, "fetcher", None)
         ingestor = getattr(self, "ingestor", None)
+        drains = self.drain.status if hasattr(self, "drain") else {}
         return RuntimeCounts(
             api_calls={name: dict(api.calls) for name, api in self.apis.items()},
             rate_waits={name: api.limiter.waits for name, api in self.apis.items()},
             rate_waited={name: api.limiter.waited for name, api in self.apis.items()},
+            budgets={name: api.limiter.requests_per_minute for name, api in self.apis.items()},
+            confirmations={name: d.confirmations for name, d in drains.items()},
+            drain_seconds={name: d.eta_seconds for name, d in drains.items()},
             bytes_fetched=fetcher.bytes_fetched if fetcher is not None else 0,
             events=dict(ingestor.counts) if ingestor is not None else {},
         )

@@ -103,6 +103,14 @@ class Store(abc.ABC):
         """Give back every lease ``owner`` holds, so another worker can take the work now."""
 
     @abc.abstractmethod
+    async def heartbeat(self, owner: str, now: float) -> None:
+        """Record that replica ``owner`` is alive at ``now``."""
+
+    @abc.abstractmethod
+    async def take_back_stale(self, stale_before: float) -> int:
+        """Free every claim of replicas last heard of before ``stale_before``; how many."""
+
+    @abc.abstractmethod
     async def next_due(self) -> float | None:
         """When the earliest pending completion or dispatch falls due, or None if none is."""
 
@@ -169,6 +177,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def backlog(self) -> Backlog:
         """Work not yet delivered, counted now."""
+
+    @abc.abstractmethod
+    async def confirmations_due(self) -> dict[str, int]:
+        """By source, completions still waiting for their job API's confirmation."""
 
     @abc.abstractmethod
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:

@@ -130,6 +130,15 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         until           double precision NOT NULL
     );
     """,
+    # 2: replicas say they are alive (receiver.pipeline.heartbeat); the claims of one whose
+    # heartbeat went stale are taken back by the others instead of waiting out their leases.
+    """
+    CREATE TABLE replicas (
+        owner           text PRIMARY KEY,
+        started_at      double precision NOT NULL,
+        heartbeat_at    double precision NOT NULL
+    );
+    """,
 )
 
 

@@ -128,6 +128,21 @@ class PostgresStore(Store):
 
         return await self._db.transaction(op)
 
+    async def heartbeat(self, owner: str, now: float) -> None:
+        await self._db.execute(_n(sql.HEARTBEAT), owner, now, now)
+
+    async def take_back_stale(self, stale_before: float) -> int:
+        async def op(conn: Conn) -> int:
+            dead = await conn.fetch(_n(sql.STALE_REPLICAS), stale_before)
+            freed = 0
+            for (owner,) in dead:
+                freed += affected(await conn.execute(_n(sql.TAKE_BACK_DISPATCHES), owner))
+                freed += affected(await conn.execute(_n(sql.TAKE_BACK_COMPLETIONS), owner))
+                await conn.execute(_n(sql.TAKE_BACK_LEASES), owner)
+            return freed
+
+        return await self._db.transaction(op)
+
     async def next_due(self) -> float | None:
         return _first(await self._db.fetch(pg_sql.NEXT_DUE))
 
@@ -204,6 +219,9 @@ class PostgresStore(Store):
     async def backlog(self) -> Backlog:
         (row,) = await self._db.fetch(queries.BACKLOG)
         return queries.backlog_row(row)
+
+    async def confirmations_due(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in await self._db.fetch(queries.CONFIRMATIONS_DUE)}
 
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
         return await self._db.transaction(lambda conn: _purge(conn, before, limit))

@@ -78,6 +78,12 @@ SELECT
         WHERE d.state IN ('pending', 'running')) AS oldest)
 """
 
+# Completions that still need their job API's confirmation (no result reference yet).
+CONFIRMATIONS_DUE = """
+SELECT source, count(*) FROM completions
+WHERE phase = 'resolving' AND result_ref IS NULL GROUP BY source
+"""
+
 # Delivered: resolved, and every dispatch succeeded and has not been touched since ``before``
 # (a replay moves updated_at). Dead dispatches are not delivered: they stay until replayed.
 PURGEABLE = """

@@ -94,4 +94,13 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     DROP INDEX IF EXISTS jobs_created;
     """,
+    # 4: replicas say they are alive (receiver.pipeline.heartbeat); the claims of one whose
+    # heartbeat went stale are taken back by the others instead of waiting out their leases.
+    """
+    CREATE TABLE replicas (
+        owner           TEXT PRIMARY KEY,
+        started_at      REAL NOT NULL,
+        heartbeat_at    REAL NOT NULL
+    );
+    """,
 )

@@ -219,3 +219,36 @@ def replay_query(
                  WHERE {" AND ".join(where)})
     """  # noqa: S608
     return query, params
+
+
+HEARTBEAT = """
+INSERT INTO replicas (owner, started_at, heartbeat_at) VALUES (?, ?, ?)
+ON CONFLICT (owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at
+"""
+
+STALE_REPLICAS = "DELETE FROM replicas WHERE heartbeat_at < ? RETURNING owner"
+
+# Taking back a dead worker's claims keeps their attempt counts: the dead process may well
+# have called the handler, and a handler that kills its process must still run out of tries.
+TAKE_BACK_DISPATCHES = """
+UPDATE dispatches SET state = 'pending', lease_owner = NULL, lease_until = NULL
+WHERE state = 'running' AND lease_owner = ?
+"""
+
+TAKE_BACK_COMPLETIONS = """
+UPDATE completions SET lease_owner = NULL, lease_until = NULL
+WHERE phase = 'resolving' AND lease_owner = ?
+"""
+
+TAKE_BACK_LEASES = "DELETE FROM leases WHERE owner = ?"
+
+# The embedded store's owner proved that no other process uses it (receiver.store.ownership):
+# every claim left in it belongs to a process that is gone.
+TAKE_BACK_ALL = (
+    """UPDATE dispatches SET state = 'pending', lease_owner = NULL, lease_until = NULL
+       WHERE state = 'running'""",
+    """UPDATE completions SET lease_owner = NULL, lease_until = NULL
+       WHERE phase = 'resolving' AND lease_owner IS NOT NULL""",
+    "DELETE FROM leases",
+    "DELETE FROM replicas",
+)

@@ -8,6 +8,7 @@ connection of their own and never wait for the writer.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -18,6 +19,7 @@ import structlog
 from receiver.errors import StoreUnavailableError
 from receiver.store import queries, records, sql, sqlite_ops
 from receiver.store.base import Store
+from receiver.store.ownership import StoreLock
 from receiver.store.schema import SQLITE_MIGRATIONS
 from receiver.store.sqlite_commit import OFFLOAD_AT, GroupCommit
 from receiver.store.writer import PRAGMAS
@@ -53,6 +55,7 @@ class SQLiteStore(Store):
         self._db: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._process = WriterProcess(path)
+        self._lock = StoreLock(path)
         self._commits = GroupCommit(self._process, batch_max=batch_max, offload_at=offload_at)
 
     def __repr__(self) -> str:
@@ -68,6 +71,11 @@ class SQLiteStore(Store):
             for pragma in PRAGMAS:
                 await self._db.execute(f"PRAGMA {pragma}")
             await self._migrate(self._db)
+            if await asyncio.to_thread(self._lock.acquire):
+                await self._take_back_all(self._db)
+                self._process.keep_fds = (self._lock.fd,) if self._lock.fd is not None else ()
+            else:
+                log.info("store_shared", lock=str(self._lock.path))
             await self._process.start()
             self._reader = await aiosqlite.connect(self.path, isolation_level=None)
             await self._reader.execute("PRAGMA busy_timeout=5000")
@@ -85,6 +93,22 @@ class SQLiteStore(Store):
                 with contextlib.suppress(sqlite3.Error, ValueError):
                     await conn.close()
         self._db = self._reader = None
+        self._lock.release()
+
+    async def _take_back_all(self, db: aiosqlite.Connection) -> None:
+        """We own the store: free every claim the processes before us left in it."""
+        freed = 0
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            for number, statement in enumerate(sql.TAKE_BACK_ALL):
+                count = (await db.execute(statement)).rowcount
+                freed += count if number < 2 else 0  # claims; then the leases and replicas
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+        if freed:
+            log.info("store_claims_taken_back", count=freed)
 
     async def _migrate(self, db: aiosqlite.Connection) -> None:
         (version,) = await _one(db, "PRAGMA user_version")
@@ -159,6 +183,12 @@ class SQLiteStore(Store):
     async def release(self, owner: str) -> int:
         return await self._write_sync(sqlite_ops.release, owner)
 
+    async def heartbeat(self, owner: str, now: float) -> None:
+        await self._write_sync(sqlite_ops.heartbeat, owner, now)
+
+    async def take_back_stale(self, stale_before: float) -> int:
+        return await self._write_sync(sqlite_ops.take_back_stale, stale_before)
+
     async def next_due(self) -> float | None:
         rows = await self._read(sql.NEXT_DUE)
         return rows[0][0] if rows and rows[0][0] is not None else None
@@ -231,6 +261,9 @@ class SQLiteStore(Store):
     async def backlog(self) -> Backlog:
         (row,) = await self._read(queries.BACKLOG)
         return queries.backlog_row(row)
+
+    async def confirmations_due(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in await self._read(queries.CONFIRMATIONS_DUE)}
 
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
         return await self._write(lambda db: queries.purge(db, before, limit))

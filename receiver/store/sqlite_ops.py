@@ -96,3 +96,18 @@ def release(db: sqlite3.Connection, owner: str) -> int:
 
 def acquire_lease(db: sqlite3.Connection, name: str, owner: str, until: float, now: float) -> bool:
     return bool(db.execute(sql.ACQUIRE_LEASE, (name, owner, until, now)).fetchall())
+
+
+def heartbeat(db: sqlite3.Connection, owner: str, now: float) -> None:
+    db.execute(sql.HEARTBEAT, (owner, now, now))
+
+
+def take_back_stale(db: sqlite3.Connection, stale_before: float) -> int:
+    """Forget replicas whose heartbeat is older than ``stale_before`` and free their claims."""
+    owners = [row[0] for row in db.execute(sql.STALE_REPLICAS, (stale_before,)).fetchall()]
+    freed = 0
+    for owner in owners:
+        freed += db.execute(sql.TAKE_BACK_DISPATCHES, (owner,)).rowcount
+        freed += db.execute(sql.TAKE_BACK_COMPLETIONS, (owner,)).rowcount
+        db.execute(sql.TAKE_BACK_LEASES, (owner,))
+    return freed

@@ -40,6 +40,8 @@ class WriterProcess:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.keep_fds: tuple[int, ...] = ()
+        """Descriptors the process inherits (the store's ownership lock, so it outlives us)."""
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -62,8 +64,8 @@ class WriterProcess:
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "receiver.store.writer", str(theirs.fileno()),
-                str(self.path), pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, env=env,
+                str(self.path), pass_fds=(theirs.fileno(), *self.keep_fds),
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
             )  # fmt: skip
         except OSError as exc:
             ours.close()
