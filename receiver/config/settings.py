@@ -86,9 +86,12 @@ class EgressSettings(_Section):
     """``[egress]``: the proxy and trust of every outbound connection (pipeline.egress)."""
 
     proxy: SecretValue | None = None
-    no_proxy: tuple[str, ...] = ()
+    no_proxy: tuple[str, ...] | None = None
     ca_bundle: Path | None = None
     truststore: bool = False
+    environment: bool = True
+    """Unset ``proxy`` / ``no_proxy`` come from HTTPS_PROXY / NO_PROXY, as curl and httpx read
+    them; false ignores the environment."""
 
 
 class PollSettings(_Section):

@@ -3,8 +3,10 @@
 The job APIs and the ``http`` handler (httpx) and the result downloads (their own sockets,
 ``receiver.pipeline.download``) all go through ``[egress]``: the same proxy, the same
 ``no_proxy`` exceptions, the same CA bundle (or the operating system's trust store, through
-``truststore``). The environment's ``HTTPS_PROXY`` counts only when the configuration names it
-(``proxy = "env:HTTPS_PROXY"``), so every connection follows one configuration, not two.
+``truststore``). Where the table names no proxy, the environment's ``HTTPS_PROXY`` (or
+``https_proxy``, ``ALL_PROXY``) and ``NO_PROXY`` are read once, as curl and httpx read them, and
+then apply to every connection alike (``environment = false`` ignores them); so every
+connection follows one configuration, not two.
 
 A download through the proxy tunnels with ``CONNECT`` and still obeys the result URL policy for
 the final host: scheme, ``allowed_hosts`` and, where this network can resolve the name, every
@@ -28,15 +30,19 @@ import httpx
 
 from receiver.errors import ConfigError, FetchError
 from receiver.pipeline.urlsafety import default_port, describe_url
+from receiver.secret import Secret
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from receiver.config.settings import EgressSettings
     from receiver.pipeline.urlsafety import URLPolicy
-    from receiver.secret import Secret
 
 MAX_PROXY_HEAD = 16 * 1024
+_PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
+"""Where a proxy comes from when ``[egress]`` names none: every connection here is https but
+the job APIs and handlers a test points at loopback, so HTTP_PROXY is not one of them."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +56,20 @@ class Egress:
     truststore: bool = False
 
     @classmethod
-    def from_settings(cls, settings: EgressSettings) -> Egress:
-        """The ``[egress]`` table; ConfigError for a proxy that is not an http:// URL."""
-        egress = cls(settings.proxy, settings.no_proxy, settings.ca_bundle, settings.truststore)
+    def from_settings(
+        cls, settings: EgressSettings, environ: Mapping[str, str] | None = None
+    ) -> Egress:
+        """The ``[egress]`` table, unset keys from the environment (unless ``environment`` is
+        false); ConfigError for a proxy that is not an http:// URL."""
+        env = os.environ if environ is None else environ
+        proxy, no_proxy = settings.proxy, settings.no_proxy
+        if settings.environment and proxy is None:
+            named = next((env[n] for n in _PROXY_VARIABLES if env.get(n, "").strip()), None)
+            proxy = Secret(named.strip()) if named is not None else None
+        if settings.environment and no_proxy is None:
+            raw = next((env[n] for n in ("NO_PROXY", "no_proxy") if n in env), "")
+            no_proxy = tuple(e.strip() for e in raw.split(",") if e.strip())
+        egress = cls(proxy, no_proxy or (), settings.ca_bundle, settings.truststore)
         url = egress.proxy_url
         if url is not None and (url.scheme != "http" or not url.host):
             raise ConfigError("egress.proxy must be an http:// URL with a host")

@@ -238,6 +238,21 @@ async def test_environment_proxies_count_only_when_configured(
     assert Egress.from_settings(named).proxy_url == httpx.URL(dead)
 
 
+def test_an_unnamed_proxy_comes_from_the_environment_for_every_connection() -> None:
+    env = {"HTTPS_PROXY": "http://proxy.corp:3128", "NO_PROXY": "localhost, .internal"}
+    default = Egress.from_settings(EgressSettings(), env)
+    assert default.proxy_url == httpx.URL("http://proxy.corp:3128")
+    assert default.no_proxy == ("localhost", ".internal")
+    assert default.proxy_for(httpx.URL("https://bucket.s3.amazonaws.com/r")) is not None
+    assert default.proxy_for(httpx.URL("https://api.internal/job/1")) is None
+    named = EgressSettings.model_validate({"proxy": "http://other:8080", "no_proxy": []})
+    assert Egress.from_settings(named, env).proxy_url == httpx.URL("http://other:8080")
+    assert Egress.from_settings(named, env).no_proxy == ()
+    ignored = EgressSettings.model_validate({"environment": False})
+    assert Egress.from_settings(ignored, env) == Egress()
+    assert Egress.from_settings(EgressSettings(), {"https_proxy": " "}) == Egress()
+
+
 def test_the_no_proxy_rules() -> None:
     e = Egress(Secret("http://proxy.corp:3128"),
                no_proxy=("localhost", ".internal", "corp.example", "10.1.2.3"))  # fmt: skip
