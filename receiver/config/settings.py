@@ -81,6 +81,21 @@ class ResultsSettings(_Section):
     read_timeout: float = Field(60.0, gt=0)
     max_attempts: int = Field(5, ge=1)
 
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _no_catch_all(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for host in hosts:
+            if host.strip() in {"*", "*.", "*.*", "**"}:
+                raise ValueError(
+                    f"{host.strip()!r} would let a presigned URL reach any host; list the "
+                    'provider\'s storage hosts, e.g. ["*.s3.amazonaws.com"]'
+                )
+            if "://" in host or "/" in host:
+                raise ValueError(
+                    f"{host!r} is a URL; list host names only, e.g. \"bucket.s3.amazonaws.com\""
+                )
+        return hosts
+
 
 class PollSettings(_Section):
     enabled: bool = True
@@ -147,7 +162,8 @@ class SourceSettings(_Section):
         # public_keys is absent from info.data when it was refused: its own error suffices.
         if not secrets and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
-                "a signed source needs at least one secret (or, for svix, a whpk_ public key)"
+                "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
+                'add secrets = ["env:NAME"] naming the provider\'s signing secret'
             )
         # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
         scheme = info.data.get("signature")
@@ -256,10 +272,25 @@ class Settings(_Section):
 
 def check_svix_secret(value: str, index: int = 0) -> None:
     """A Svix / Standard Webhooks secret: ``whsec_`` + base64 of at least 16 bytes."""
+    if value.startswith("whpk_"):
+        raise ValueError(
+            f"secret #{index} is a whpk_ public key; move it from secrets to public_keys"
+        )
+    if value.startswith("whsk_"):
+        raise ValueError(
+            f"secret #{index} is a whsk_ private signing key, which stays with the sender; "
+            "put its whpk_ public key under public_keys"
+        )
     raw = value.removeprefix("whsec_")
     try:
         decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
     except (binascii.Error, ValueError):
-        raise ValueError(f"secret #{index} is not a whsec_ base64 secret") from None
+        raise ValueError(
+            f"secret #{index} is not a whsec_ base64 secret; copy the webhook signing secret "
+            "from the provider's dashboard as it is (whsec_...)"
+        ) from None
     if len(decoded) < 16:
-        raise ValueError(f"secret #{index} is too short ({len(decoded)} bytes, need 16)")
+        raise ValueError(
+            f"secret #{index} is too short ({len(decoded)} bytes, need 16); copy the whole "
+            "signing secret from the provider"
+        )
