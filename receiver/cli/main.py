@@ -76,20 +76,17 @@ def demo(jobs: int, drop: float, seconds: float) -> None:
     "--handler-schema", is_flag=True, help="Print each built-in handler's options (JSON schema)."
 )
 def check_config(config_path: Path | None, handler_schema: bool) -> None:
-    """Validate the configuration (secrets resolved, handlers loaded) and exit."""
+    """Check everything serve checks before it starts (settings, secrets, handlers, URL policy,
+    store, directories, port) and exit: 0 when serve would start, 2 with every problem."""
     if handler_schema:
         from handlers.options import option_schemas
 
         click.echo(json.dumps(option_schemas(), indent=2))
         return
-    from receiver.config.load import load_settings
-    from receiver.service.app import build_sources
-    from receiver.service.runtime import load_handlers
+    from receiver.service.preflight import preflight
 
     try:
-        settings = load_settings(config_path)
-        build_sources(settings)
-        load_handlers(settings)
+        settings = preflight(config_path).settings
     except ConfigError as exc:
         _fail(exc)
     click.echo(

@@ -29,22 +29,25 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.types import Receive, Scope, Send
 
-    from receiver.config.settings import Settings
+    from receiver.completion import Handler
+    from receiver.config.settings import Settings, SourceSettings
     from receiver.store import Store
 
 log = structlog.get_logger("receiver.app")
 
 
+def build_source(name: str, cfg: SourceSettings) -> webhooks.Source:
+    """A source's verifier (of its signature scheme) and provider adapter."""
+    return webhooks.Source(
+        name,
+        get_provider(cfg.provider, cfg.generic),
+        build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
+    )
+
+
 def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
-    """One verifier (of the source's signature scheme) and adapter per configured source."""
-    return {
-        name: webhooks.Source(
-            name,
-            get_provider(cfg.provider, cfg.generic),
-            build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
-        )
-        for name, cfg in settings.sources.items()
-    }
+    """One verifier and adapter per configured source."""
+    return {name: build_source(name, cfg) for name, cfg in settings.sources.items()}
 
 
 async def _rejected(request: Request, exc: Exception) -> Response:
@@ -94,13 +97,20 @@ class App(Starlette):
         await super().__call__(scope, receive, send)
 
 
-def create_app(settings: Settings, *, store: Store | None = None) -> App:
+def create_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    sources: dict[str, webhooks.Source] | None = None,
+    handlers: dict[str, Handler] | None = None,
+) -> App:
     """Build the application; resources are opened by the lifespan, not here.
 
-    Sources and handlers are built now, so a bad secret or handler stops startup.
+    Sources and handlers are built now (unless ``preflight`` built them), so a bad secret or
+    handler stops startup.
     """
-    sources = build_sources(settings)
-    handlers = load_handlers(settings)
+    sources = build_sources(settings) if sources is None else sources
+    handlers = load_handlers(settings) if handlers is None else handlers
     metrics = Metrics(sources)
     admin = admin_routes(settings.server.admin_token)
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
