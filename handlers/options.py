@@ -4,8 +4,9 @@ Each built-in handler class names its model in ``options_model`` and builds itse
 ``Model.parse(options)``; a bad option is a ValueError that reads like a config error, the key
 and the problem (``dir: required, and missing; add it``, ``timeout: must be a positive number
 of seconds``, ``dirr: unknown key; did you mean 'dir'?``), never a secret's value. The loader
-prefixes it with the handler (``handler 'archive' (file): dir: required, and missing; add it``). Plugin handlers need no model:
-they are still called with the entry's keys as keyword arguments.
+prefixes it with the handler (``handler 'archive' (file): dir: required, and missing; add
+it``). Plugin handlers need no model: they are still called with the entry's keys as keyword
+arguments.
 """
 
 from __future__ import annotations

@@ -84,6 +84,10 @@ def _message(error: ErrorDetails, model: type[BaseModel] | None, *, from_env: bo
     if kind == "missing":
         return "required, and missing; add it"
     message = error["msg"].removeprefix("Value error, ")
+    if kind in {"tuple_type", "list_type"}:
+        return 'must be a list, e.g. ["a", "b"]'
+    if kind in {"dict_type", "model_type", "model_attributes_type"}:
+        return "must be a table ([section] or { key = value })"
     if message.startswith("Input should be "):
         message = "must be " + message.removeprefix("Input should be ")
     numbers = {"int_parsing", "float_parsing", "bool_parsing", "int_type", "float_type"}

@@ -6,11 +6,9 @@ problem and never the secret's value.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,9 +26,11 @@ from receiver.providers.mapping import GenericSettings
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, check_scheme
 from receiver.signatures.base import parse_public_key
+from receiver.signatures.svix import check_svix_secret as check_svix_secret  # its old home
 
 ENV_PREFIX = "JOBHOOK_"
 DEFAULT_CONFIG = Path("jobhook.toml")
+_LEVELS = ("debug", "info", "warning", "error", "critical")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -92,7 +92,7 @@ class ResultsSettings(_Section):
                 )
             if "://" in host or "/" in host:
                 raise ValueError(
-                    f"{host!r} is a URL; list host names only, e.g. \"bucket.s3.amazonaws.com\""
+                    f'{host!r} is a URL; list host names only, e.g. "bucket.s3.amazonaws.com"'
                 )
         return hosts
 
@@ -231,7 +231,14 @@ class RetentionSettings(_Section):
 
 class LogSettings(_Section):
     level: str = "info"
-    format: str = Field("auto", pattern="^(auto|json|console)$")
+    format: Literal["auto", "json", "console"] = "auto"
+
+    @field_validator("level")
+    @classmethod
+    def _known_level(cls, level: str) -> str:
+        if level.lower() not in _LEVELS:
+            raise ValueError(f"unknown level; use one of {', '.join(_LEVELS)}")
+        return level.lower()
 
 
 class Settings(_Section):
@@ -251,15 +258,24 @@ class Settings(_Section):
     def _derive_and_check(self) -> Settings:
         for name in self.sources:
             if not _NAME.match(name):
-                raise ValueError(f"source name {name!r} must match {_NAME.pattern}")
+                raise ValueError(
+                    f"source name {name!r} must be 1-64 lowercase letters, digits, '_' or '-'"
+                    " (it is the webhook URL's last part); rename the [sources.NAME] table"
+                )
         seen: set[str] = set()
         for handler in self.handlers:
             if handler.name in seen:
-                raise ValueError(f"handler name {handler.name!r} is used twice")
+                raise ValueError(
+                    f"handler name {handler.name!r} is used twice; give each [[handlers]] "
+                    "entry its own name"
+                )
             seen.add(handler.name)
             for source in handler.sources or ():
                 if source not in self.sources:
-                    raise ValueError(f"handler {handler.name!r} names unknown source {source!r}")
+                    raise ValueError(
+                        f"handler {handler.name!r} names unknown source {source!r}; known: "
+                        f"{', '.join(sorted(self.sources)) or 'none'}"
+                    )
         # Paths left empty follow data_dir; frozen models are changed once, here.
         if not self.store.url:
             url = f"sqlite:///{self.data_dir / 'jobhook.db'}"
@@ -268,29 +284,3 @@ class Settings(_Section):
             results = self.results.model_copy(update={"dir": self.data_dir / "results"})
             object.__setattr__(self, "results", results)
         return self
-
-
-def check_svix_secret(value: str, index: int = 0) -> None:
-    """A Svix / Standard Webhooks secret: ``whsec_`` + base64 of at least 16 bytes."""
-    if value.startswith("whpk_"):
-        raise ValueError(
-            f"secret #{index} is a whpk_ public key; move it from secrets to public_keys"
-        )
-    if value.startswith("whsk_"):
-        raise ValueError(
-            f"secret #{index} is a whsk_ private signing key, which stays with the sender; "
-            "put its whpk_ public key under public_keys"
-        )
-    raw = value.removeprefix("whsec_")
-    try:
-        decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError(
-            f"secret #{index} is not a whsec_ base64 secret; copy the webhook signing secret "
-            "from the provider's dashboard as it is (whsec_...)"
-        ) from None
-    if len(decoded) < 16:
-        raise ValueError(
-            f"secret #{index} is too short ({len(decoded)} bytes, need 16); copy the whole "
-            "signing secret from the provider"
-        )
