@@ -43,9 +43,13 @@ def import_from_string(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        if exc.name != module_name and exc.name is not None:
+        missing = exc.name is None or f"{module_name}.".startswith(f"{exc.name}.")
+        if not missing:  # the module exists, and one it imports does not
             raise HandlerLoadError(f"importing {module_name!r} failed: {exc}") from exc
-        raise HandlerLoadError(f"module {module_name!r} not found") from exc
+        raise HandlerLoadError(
+            f"module {module_name!r} not found; install the package that provides it in "
+            "jobhook's environment, or correct the type"
+        ) from exc
     except Exception as exc:
         raise HandlerLoadError(f"importing {module_name!r} failed: {_describe(exc)}") from exc
     obj: Any = module

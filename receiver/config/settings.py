@@ -254,16 +254,25 @@ class Settings(_Section):
     sources: dict[str, SourceSettings] = {}
     handlers: tuple[HandlerSettings, ...] = ()
 
-    @model_validator(mode="after")
-    def _derive_and_check(self) -> Settings:
-        for name in self.sources:
+    @field_validator("sources")
+    @classmethod
+    def _source_names(cls, sources: dict[str, SourceSettings]) -> dict[str, SourceSettings]:
+        for name in sources:
             if not _NAME.match(name):
                 raise ValueError(
                     f"source name {name!r} must be 1-64 lowercase letters, digits, '_' or '-'"
                     " (it is the webhook URL's last part); rename the [sources.NAME] table"
                 )
+        return sources
+
+    @field_validator("handlers")
+    @classmethod
+    def _handler_names(
+        cls, handlers: tuple[HandlerSettings, ...], info: ValidationInfo
+    ) -> tuple[HandlerSettings, ...]:
+        sources = info.data.get("sources")  # absent when refused: its own error suffices
         seen: set[str] = set()
-        for handler in self.handlers:
+        for handler in handlers:
             if handler.name in seen:
                 raise ValueError(
                     f"handler name {handler.name!r} is used twice; give each [[handlers]] "
@@ -271,11 +280,15 @@ class Settings(_Section):
                 )
             seen.add(handler.name)
             for source in handler.sources or ():
-                if source not in self.sources:
+                if sources is not None and source not in sources:
                     raise ValueError(
                         f"handler {handler.name!r} names unknown source {source!r}; known: "
-                        f"{', '.join(sorted(self.sources)) or 'none'}"
+                        f"{', '.join(sorted(sources)) or 'none'}"
                     )
+        return handlers
+
+    @model_validator(mode="after")
+    def _derive_paths(self) -> Settings:
         # Paths left empty follow data_dir; frozen models are changed once, here.
         if not self.store.url:
             url = f"sqlite:///{self.data_dir / 'jobhook.db'}"

@@ -143,13 +143,12 @@ def _unwritable(path: Path) -> str:
 
 
 def port_problems(settings: Settings, host: str | None, port: int | None) -> list[str]:
-    """The address ``serve`` will listen on must be free and this machine's own."""
+    """The address ``serve`` will listen on must be free and this machine's own (port 0, any
+    free port, checks the host)."""
     bind_host = host or settings.server.host
     bind_port = settings.server.port if port is None else port
     port_key = "--port" if port is not None else "server.port"
     host_key = "--host" if host else "server.host"
-    if bind_port == 0:
-        return []
     try:
         infos = socket.getaddrinfo(
             bind_host, bind_port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
