@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from receiver.cli.main import main
 from tests.support import SECRET
@@ -80,3 +82,24 @@ def test_a_bad_environment_variable_is_named_not_the_file(tmp_path: Path) -> Non
         "  JOBHOOK_SERVER__PORT (server.port): must be a valid integer, unable to parse string "
         "as an integer; fix or unset JOBHOOK_SERVER__PORT"
     ]
+
+
+BAD_DEMO_OPTIONS = st.one_of(
+    st.tuples(st.just("--jobs"), st.integers(max_value=0) | st.integers(min_value=1001)),
+    st.tuples(st.just("--drop"), st.floats(allow_nan=False).filter(lambda x: not 0 <= x <= 1)),
+    st.tuples(st.just("--seconds"), st.floats(max_value=14.99, allow_nan=False)),
+    st.tuples(
+        st.sampled_from(["--jobs", "--drop", "--seconds"]),
+        st.text(alphabet="abcxyz_ ", min_size=1, max_size=6),
+    ),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(option_value=BAD_DEMO_OPTIONS)
+def test_any_bad_demo_option_is_one_usage_line(option_value: tuple[str, object]) -> None:
+    option, value = option_value
+    result = CliRunner().invoke(main, ["demo", option, str(value)])
+    assert result.exit_code == 2
+    assert f"Invalid value for '{option}'" in result.stderr
+    assert "Traceback" not in result.output

@@ -48,10 +48,12 @@ def test_any_webhook_body_is_an_event_or_a_payload_error(
     try:
         event = provider.parse_webhook(body, source="s", message_id="m")
     except PayloadError as exc:
-        assert exc.status_code == 400
+        refused = exc
     else:
         assert isinstance(event, Event)
         assert event.job_id
+        return
+    assert refused.status_code == 400
 
 
 @pytest.mark.parametrize(("name", "provider"), PROVIDER_CASES, ids=IDS)
