@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from receiver.admin.routes import admin_routes
-from receiver.errors import RejectedError, RetryableError
+from receiver.errors import JobhookError, RejectedError, RetryableError
 from receiver.intake import webhooks
 from receiver.ops import health
 from receiver.ops.log import SINK
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from starlette.responses import Response
-    from starlette.types import Receive, Scope, Send
+    from starlette.types import Message, Receive, Scope, Send
 
     from receiver.completion import Handler
     from receiver.config.settings import Settings, SourceSettings
@@ -94,7 +94,22 @@ class App(Starlette):
                 except RetryableError as exc:
                     await (await _retryable(Request(scope), exc))(scope, receive, send)
                 return
+        if scope["type"] == "lifespan":
+            send = self._startup_failure_in_one_line(send)
         await super().__call__(scope, receive, send)
+
+    def _startup_failure_in_one_line(self, send: Send) -> Send:
+        """Starlette reports a failed startup with the whole traceback, which uvicorn logs as
+        one JSON line; a JobhookError (a store that cannot be opened) is reported as its
+        message, which names what failed."""
+
+        async def sending(message: Message) -> None:
+            error = getattr(self.state, "startup_error", None)
+            if message["type"] == "lifespan.startup.failed" and error is not None:
+                message = {**message, "message": error}
+            await send(message)
+
+        return sending
 
 
 def create_app(
@@ -119,7 +134,11 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         with SINK.batching_in(asyncio.get_running_loop()):
             runtime = Runtime(settings, handlers, store, metrics)
-            await runtime.start()
+            try:
+                await runtime.start()
+            except JobhookError as exc:
+                app.state.startup_error = f"startup failed: {exc}"
+                raise
             metrics.bind(runtime.counts)
             app.state.runtime = runtime
             app.state.store = runtime.store

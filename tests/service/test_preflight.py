@@ -260,3 +260,16 @@ def test_a_config_check_config_accepts_starts(tmp_path: Path) -> None:
     finally:
         served.terminate()
         served.communicate(timeout=30)
+
+
+def test_a_store_that_cannot_be_opened_fails_startup_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        '[server]\nport = 0\n[store]\nurl = "postgresql://jobhook:pw-8f2e@127.0.0.1:1/jobs"\n'
+    )
+    served = _serve(config, {}, tmp_path)
+    out, err = served.communicate(timeout=30)
+    assert served.returncode != 0
+    assert "Traceback" not in out + err
+    assert "startup failed: cannot open PostgreSQL store postgresql://jobhook:***@" in err
+    assert "pw-8f2e" not in out + err
