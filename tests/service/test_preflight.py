@@ -43,6 +43,7 @@ class Case:
     id: str
     expected: str
     top: str = ""
+    data_dir: str = "{tmp}/data"
     port: str = "{port}"
     server: str = ""
     tables: str = ""
@@ -52,7 +53,7 @@ class Case:
 
     def text(self, **values: object) -> str:
         return (
-            f'data_dir = "{{tmp}}/data"\n{self.top}[server]\nport = {self.port}\n{self.server}'
+            f'data_dir = "{self.data_dir}"\n{self.top}[server]\nport = {self.port}\n{self.server}'
             f"{self.tables}{self.source}{self.handlers}"
         ).format(**values)
 
@@ -95,6 +96,8 @@ CASES = [
          "on a read-only filesystem", tables='[results]\ndir = "{ro}/results"\n'),
     Case("store-read-only", "store.url: the database's directory {ro}/data (in {ro}) is on a "
          "read-only filesystem", top='[store]\nurl = "sqlite:///{ro}/data/jobhook.db"\n'),
+    Case("data-dir-read-only", "data_dir: the database's directory {ro}/data (in {ro}) is on a "
+         "read-only filesystem", data_dir="{ro}/data", tables='[results]\ndir = "{tmp}/r"\n'),
     Case("data-dir-under-a-file", "is a file, not a directory",
          tables='[results]\ndir = "{tmp}/a-file/results"\n'),
     Case("unknown-provider", "sources.reducto.provider: unknown provider 'nope'",
