@@ -8,7 +8,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from receiver.config.load import load_settings
@@ -49,10 +49,23 @@ def toml(config: dict[str, dict[str, Any]], tmp: Path) -> str:
     lines = [f'data_dir = "{tmp}"']
     for table, values in config.items():
         lines.append(f"[{table}]")
-        lines += [
-            f"{key} = {json.dumps(value, ensure_ascii=False)}" for key, value in values.items()
-        ]
+        lines += [f"{key} = {_value(value)}" for key, value in values.items()]
     return "\n".join(lines) + "\n"
+
+
+def _value(value: Any) -> str:
+    """A TOML value: JSON's numbers and booleans; strings escaped as TOML wants (no control
+    character, DEL included, unescaped; no surrogate-pair escapes, which JSON would write)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    if not isinstance(value, str):
+        return json.dumps(value)
+    escaped = "".join(
+        f"\\u{ord(char):04x}" if ord(char) < 0x20 or ord(char) == 0x7F
+        else "\\" + char if char in '"\\' else char
+        for char in value
+    )  # fmt: skip
+    return f'"{escaped}"'
 
 
 LINE = re.compile(r"^  (JOBHOOK_\w+ \()?[a-z_]+(\.[a-z_0-9]+)*\)?: \S.*$")
@@ -60,6 +73,7 @@ LINE = re.compile(r"^  (JOBHOOK_\w+ \()?[a-z_]+(\.[a-z_0-9]+)*\)?: \S.*$")
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(config=configs())
+@example(config={"dispatch": {"concurrency": MARKER + "\x7f"}})  # DEL must be escaped in TOML
 def test_any_config_is_settings_or_one_line_per_problem(
     config: dict[str, dict[str, Any]], tmp_path: Path
 ) -> None:
