@@ -85,7 +85,10 @@ def load_handler(settings: HandlerSettings) -> Handler:
     except HandlerLoadError as exc:
         raise HandlerLoadError(f"handler {settings.name!r}: {exc}") from exc
     except (TypeError, ValueError) as exc:
-        raise HandlerLoadError(f"handler {settings.name!r} ({settings.type}): {exc}") from exc
+        # One line per problem (a built-in's options may have several), each naming the handler.
+        where = f"handler {settings.name!r} ({settings.type})"
+        lines = str(exc).splitlines() or [type(exc).__name__]
+        raise HandlerLoadError("\n".join(f"{where}: {line}" for line in lines)) from exc
     except Exception as exc:
         raise HandlerLoadError(
             f"handler {settings.name!r} ({settings.type}): {_describe(exc)}"

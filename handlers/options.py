@@ -47,11 +47,11 @@ class HandlerOptions(BaseModel):
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> Self:
-        """``options`` checked; ValueError with each problem as ``key: message``."""
+        """``options`` checked; ValueError with each problem on its own line, ``key: message``."""
         try:
             return cls.model_validate(options)
         except ValidationError as exc:
-            raise ValueError("; ".join(error_lines(exc, cls))) from None
+            raise ValueError("\n".join(error_lines(exc, cls))) from None
 
 
 def option_schemas() -> dict[str, dict[str, Any]]:

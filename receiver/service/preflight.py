@@ -65,7 +65,7 @@ def preflight(
         try:
             handlers[entry.name] = load_handler(entry)
         except ConfigError as exc:
-            problems.append(f"handlers.{index}: {exc}")
+            problems.extend(f"handlers.{index}: {line}" for line in str(exc).splitlines())
     try:
         URLPolicy.from_settings(settings.results)
     except ConfigError as exc:

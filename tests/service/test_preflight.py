@@ -225,12 +225,18 @@ def test_every_problem_is_listed_at_once(tmp_path: Path, busy_port: int) -> None
         '[results]\nallowed_hosts = ["a b"]\n'
         + SOURCE
         + '[[handlers]]\nname = "q"\ntype = "redis"\n[[handlers]]\nname = "p"\ntype = "no.pe:x"\n'
+        + '[[handlers]]\nname = "f"\ntype = "file"\ndirr = "x"\n'
     )
     result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
     assert result.exit_code == 2
     assert [line.split(":")[0].strip() for line in result.output.splitlines()[1:]] == [
-        "handlers.0", "handlers.1", "results.allowed_hosts", "server.port",
+        "handlers.0", "handlers.1", "handlers.2", "handlers.2", "results.allowed_hosts",
+        "server.port",
     ]  # fmt: skip
+    assert "  handlers.2: handler 'f' (file): dir: required, and missing; add it" in result.output
+    assert "  handlers.2: handler 'f' (file): dirr: unknown key; did you mean 'dir'?" in (
+        result.output
+    )
 
 
 def test_serve_names_its_own_port_option_when_the_port_is_taken(
