@@ -43,9 +43,13 @@ def import_from_string(spec: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        if exc.name != module_name and exc.name is not None:
+        missing = exc.name is None or f"{module_name}.".startswith(f"{exc.name}.")
+        if not missing:  # the module exists, and one it imports does not
             raise HandlerLoadError(f"importing {module_name!r} failed: {exc}") from exc
-        raise HandlerLoadError(f"module {module_name!r} not found") from exc
+        raise HandlerLoadError(
+            f"module {module_name!r} not found; install the package that provides it in "
+            "jobhook's environment, or correct the type"
+        ) from exc
     except Exception as exc:
         raise HandlerLoadError(f"importing {module_name!r} failed: {_describe(exc)}") from exc
     obj: Any = module
@@ -81,7 +85,10 @@ def load_handler(settings: HandlerSettings) -> Handler:
     except HandlerLoadError as exc:
         raise HandlerLoadError(f"handler {settings.name!r}: {exc}") from exc
     except (TypeError, ValueError) as exc:
-        raise HandlerLoadError(f"handler {settings.name!r} ({settings.type}): {exc}") from exc
+        # One line per problem (a built-in's options may have several), each naming the handler.
+        where = f"handler {settings.name!r} ({settings.type})"
+        lines = str(exc).splitlines() or [type(exc).__name__]
+        raise HandlerLoadError("\n".join(f"{where}: {line}" for line in lines)) from exc
     except Exception as exc:
         raise HandlerLoadError(
             f"handler {settings.name!r} ({settings.type}): {_describe(exc)}"

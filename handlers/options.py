@@ -2,10 +2,11 @@
 
 Each built-in handler class names its model in ``options_model`` and builds itself from
 ``Model.parse(options)``; a bad option is a ValueError that reads like a config error, the key
-and the problem (``dir: Field required``, ``timeout: must be a positive number of seconds``,
-``dirr: Extra inputs are not permitted``), never a secret's value. The loader prefixes it with
-the handler (``handler 'archive' (file): dir: Field required``). Plugin handlers need no model:
-they are still called with the entry's keys as keyword arguments.
+and the problem (``dir: required, and missing; add it``, ``timeout: must be a positive number
+of seconds``, ``dirr: unknown key; did you mean 'dir'?``), never a secret's value. The loader
+prefixes it with the handler (``handler 'archive' (file): dir: required, and missing; add
+it``). Plugin handlers need no model: they are still called with the entry's keys as keyword
+arguments.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated, Any, Self
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
 from handlers.base import BUILTINS, import_from_string
-from receiver.config.load import error_lines
+from receiver.config.problems import error_lines
 from receiver.config.settings import SecretValue
 
 SECRET_SCHEMA = {"type": "string", "description": "a literal, 'env:NAME' or 'file:PATH'"}
@@ -46,11 +47,11 @@ class HandlerOptions(BaseModel):
 
     @classmethod
     def parse(cls, options: dict[str, Any]) -> Self:
-        """``options`` checked; ValueError with each problem as ``key: message``."""
+        """``options`` checked; ValueError with each problem on its own line, ``key: message``."""
         try:
             return cls.model_validate(options)
         except ValidationError as exc:
-            raise ValueError("; ".join(error_lines(exc))) from None
+            raise ValueError("\n".join(error_lines(exc, cls))) from None
 
 
 def option_schemas() -> dict[str, dict[str, Any]]:

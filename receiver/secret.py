@@ -46,21 +46,27 @@ def resolve_secret(reference: str, environ: os._Environ[str] | dict[str, str] | 
     if reference.startswith("env:"):
         name = reference[4:]
         if not name:
-            raise ValueError("'env:' needs a variable name")
+            raise ValueError("'env:' needs a variable name, e.g. 'env:REDUCTO_WEBHOOK_SECRET'")
         value = env.get(name)
         if value is None or not value.strip():
-            raise ValueError(f"environment variable {name} is not set or empty")
+            raise ValueError(
+                f"environment variable {name} is not set or empty; export it before starting "
+                "jobhook, or change the reference"
+            )
         return value.strip()
     if reference.startswith("file:"):
         path = Path(reference[5:]).expanduser()
         try:
             value = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise ValueError(f"cannot read secret file {path}: {exc.strerror}") from None
+            raise ValueError(
+                f"cannot read secret file {path}: {exc.strerror}; check the path and that "
+                "jobhook's user may read it"
+            ) from None
         except UnicodeDecodeError:
             raise ValueError(f"secret file {path} is not UTF-8 text") from None
         if not value:
-            raise ValueError(f"secret file {path} is empty")
+            raise ValueError(f"secret file {path} is empty; write the secret into it")
         return value
     if not reference.strip():
         raise ValueError("the secret is empty")

@@ -50,6 +50,12 @@ def json_logs() -> Iterator[None]:
     structlog.reset_defaults()
 
 
+@pytest.fixture(autouse=True)
+def _loggers_of_this_test() -> None:
+    """Every test's module loggers follow the logging configuration in force in that test."""
+    forget_cached_loggers()
+
+
 def forget_cached_loggers() -> None:
     """Make the modules' loggers take the configuration now in force.
 

@@ -84,7 +84,7 @@ def parse_confidence(text: str) -> float:
 def parse_limit(text: str | None) -> int:
     if text is None:
         return DEFAULT_LIMIT
-    if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
         raise QueryError("invalid_query", f"limit must be a whole number from 1 to {MAX_LIMIT}")
     return int(text)
 

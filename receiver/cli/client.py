@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -20,7 +21,6 @@ from receiver.errors import ConfigError, JobhookError
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
-    from pathlib import Path
 
 T = TypeVar("T")
 
@@ -40,9 +40,16 @@ class ClientError(Exception):
 class ServiceClient:
     """The admin API of a running jobhook."""
 
-    def __init__(self, url: str, token: str | None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, token: str | None, *, timeout: float = 30.0, store_fallback: bool = False
+    ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.url = url.rstrip("/")
+        self._token_given = bool(token)
+        self._unreachable_hint = (
+            "is `jobhook serve` running? Point --url (or JOBHOOK_URL) at it"
+            + (", or pass --config to read the store without a service" if store_fallback else "")
+        )
         self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
 
     def __repr__(self) -> str:
@@ -55,9 +62,13 @@ class ServiceClient:
         try:
             response = self._client.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {self.url}: {type(exc).__name__}") from exc
-        _check(response)
+            raise self._unreachable(exc) from exc
+        _check(response, token_given=self._token_given)
         return response
+
+    def _unreachable(self, exc: httpx.HTTPError) -> ClientError:
+        return ClientError(f"cannot reach {self.url} ({type(exc).__name__}); "
+                           f"{self._unreachable_hint}")  # fmt: skip
 
     def list_jobs(self, filters: Filters, limit: int, cursor: str | None) -> dict[str, Any]:
         params = {**_params(filters), "limit": limit, "cursor": cursor}
@@ -78,11 +89,11 @@ class ServiceClient:
         try:
             response = self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {self.url}: {type(exc).__name__}") from exc
+            raise self._unreachable(exc) from exc
         try:
             if response.status_code != 200:
                 response.read()
-                _check(response)
+                _check(response, token_given=self._token_given)
             yield from response.iter_text()
         finally:
             response.close()
@@ -123,6 +134,15 @@ class StoreReader:
             self._store = open_store(settings.store.url)
         except ConfigError as exc:
             raise ClientError(str(exc), exit_code=2) from exc
+        url = settings.store.url
+        if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+            # A read command never creates state: a mistyped data_dir must not make a store.
+            raise ClientError(
+                f"no store at {url.removeprefix('sqlite:///')} (the data_dir or store.url of "
+                f"{config_path or 'the configuration'}); correct it, or run `jobhook serve` "
+                "with this configuration first",
+                exit_code=2,
+            )
         self._runner = asyncio.Runner()
         try:
             self._run(self._store.open())
@@ -180,7 +200,7 @@ class StoreReader:
             yield line
 
 
-def _check(response: httpx.Response) -> None:
+def _check(response: httpx.Response, *, token_given: bool) -> None:
     if response.status_code < 400:
         return
     try:
@@ -188,8 +208,12 @@ def _check(response: httpx.Response) -> None:
         error, detail = body.get("error", ""), body.get("detail", "")
     except ValueError:
         error, detail = "", ""
+    if response.status_code == 401 and not token_given:
+        raise ClientError("no admin token given; pass --token or set JOBHOOK_ADMIN_TOKEN to the "
+                          "service's server.admin_token")  # fmt: skip
     if response.status_code == 401:
-        raise ClientError("the service refused the admin token (--token or JOBHOOK_ADMIN_TOKEN)")
+        raise ClientError("the service refused the admin token; pass the service's "
+                          "server.admin_token with --token or JOBHOOK_ADMIN_TOKEN")  # fmt: skip
     if response.status_code == 404 and not error:
         raise ClientError("no admin API there: wrong --url, or server.admin_token is not set")
     exit_code = 2 if response.status_code in (400, 413) else 4

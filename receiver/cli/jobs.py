@@ -30,8 +30,8 @@ WAIT_STEP_SECONDS = 2.0
 EXIT_FAILED, EXIT_TIMEOUT = 1, 3
 
 
-def _service(url: str | None, token: str | None) -> ServiceClient:
-    return ServiceClient(url or DEFAULT_URL, token)
+def _service(url: str | None, token: str | None, *, store_fallback: bool = False) -> ServiceClient:
+    return ServiceClient(url or DEFAULT_URL, token, store_fallback=store_fallback)
 
 
 def _reader(url: str | None, token: str | None, config: Path | None) -> ServiceClient | StoreReader:
@@ -41,7 +41,7 @@ def _reader(url: str | None, token: str | None, config: Path | None) -> ServiceC
 
         configure_logging("warning", "console")  # on stderr: stdout is for the answer
         return StoreReader(config)
-    return _service(url, token)
+    return _service(url, token, store_fallback=True)
 
 
 def _options(*, store: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

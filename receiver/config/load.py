@@ -13,8 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from receiver.config.problems import config_error, error_lines
 from receiver.config.settings import DEFAULT_CONFIG, ENV_PREFIX, Settings
 from receiver.errors import ConfigError
+
+__all__ = ["load_settings"]
 
 
 def load_settings(path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
@@ -25,11 +28,12 @@ def load_settings(path: Path | None = None, environ: dict[str, str] | None = Non
     if path is None and DEFAULT_CONFIG.is_file():
         path = DEFAULT_CONFIG
     data: dict[str, Any] = _read_toml(path) if path is not None else _zero_config(env)
-    _apply_env_overrides(data, env)
+    env_names = _apply_env_overrides(data, env)
     try:
         return Settings.model_validate(data, context={"env": env})
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from None
+        where = f"config {path}" if path is not None else "configuration"
+        raise config_error(where, error_lines(exc, Settings, env_names)) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -62,9 +66,13 @@ def _zero_config(env: dict[str, str]) -> dict[str, Any]:
     return data
 
 
-def _apply_env_overrides(data: dict[str, Any], env: dict[str, str]) -> None:
-    """``JOBHOOK_SERVER__PORT=9000`` sets ``server.port``; JSON values for lists and tables."""
+def _apply_env_overrides(data: dict[str, Any], env: dict[str, str]) -> dict[tuple[str, ...], str]:
+    """``JOBHOOK_SERVER__PORT=9000`` sets ``server.port``; JSON values for lists and tables.
+
+    Returns which variable set each key path, so an error blames the variable, not the file.
+    """
     top = set(Settings.model_fields)
+    names: dict[tuple[str, ...], str] = {}
     for key in sorted(env):
         if not key.startswith(ENV_PREFIX):
             continue
@@ -78,6 +86,8 @@ def _apply_env_overrides(data: dict[str, Any], env: dict[str, str]) -> None:
                 raise ConfigError(f"{key}: {'.'.join(path[:-1])} is not a table")
             node = child
         node[path[-1]] = _env_value(env[key])
+        names[tuple(path)] = key
+    return names
 
 
 def _env_value(raw: str) -> Any:
@@ -87,18 +97,3 @@ def _env_value(raw: str) -> Any:
         except json.JSONDecodeError:
             return raw
     return raw
-
-
-def _describe(exc: ValidationError, path: Path | None) -> str:
-    where = f"config {path}" if path is not None else "configuration"
-    return "\n  ".join([f"invalid {where}:", *error_lines(exc)])
-
-
-def error_lines(exc: ValidationError) -> list[str]:
-    """Each problem as ``key.path: message``, never the value: how every settings error reads
-    (the config's, and a built-in handler's options: ``handlers.options.HandlerOptions``)."""
-    return [
-        f"{'.'.join(str(p) for p in error['loc']) or '(top level)'}: "
-        + error["msg"].removeprefix("Value error, ")
-        for error in exc.errors(include_input=False, include_url=False)
-    ]

@@ -6,11 +6,9 @@ problem and never the secret's value.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -28,9 +26,11 @@ from receiver.providers.mapping import GenericSettings
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, check_scheme
 from receiver.signatures.base import parse_public_key
+from receiver.signatures.svix import check_svix_secret as check_svix_secret  # its old home
 
 ENV_PREFIX = "JOBHOOK_"
 DEFAULT_CONFIG = Path("jobhook.toml")
+_LEVELS = ("debug", "info", "warning", "error", "critical")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -80,6 +80,21 @@ class ResultsSettings(_Section):
     connect_timeout: float = Field(10.0, gt=0)
     read_timeout: float = Field(60.0, gt=0)
     max_attempts: int = Field(5, ge=1)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _no_catch_all(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for host in hosts:
+            if host.strip() in {"*", "*.", "*.*", "**"}:
+                raise ValueError(
+                    f"{host.strip()!r} would let a presigned URL reach any host; list the "
+                    'provider\'s storage hosts, e.g. ["*.s3.amazonaws.com"]'
+                )
+            if "://" in host or "/" in host:
+                raise ValueError(
+                    f'{host!r} is a URL; list host names only, e.g. "bucket.s3.amazonaws.com"'
+                )
+        return hosts
 
 
 class EgressSettings(_Section):
@@ -161,7 +176,8 @@ class SourceSettings(_Section):
         # public_keys is absent from info.data when it was refused: its own error suffices.
         if not secrets and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
-                "a signed source needs at least one secret (or, for svix, a whpk_ public key)"
+                "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
+                'add secrets = ["env:NAME"] naming the provider\'s signing secret'
             )
         # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
         scheme = info.data.get("signature")
@@ -233,7 +249,14 @@ class RetentionSettings(_Section):
 
 class LogSettings(_Section):
     level: str = "info"
-    format: str = Field("auto", pattern="^(auto|json|console)$")
+    format: Literal["auto", "json", "console"] = "auto"
+
+    @field_validator("level")
+    @classmethod
+    def _known_level(cls, level: str) -> str:
+        if level.lower() not in _LEVELS:
+            raise ValueError(f"unknown level; use one of {', '.join(_LEVELS)}")
+        return level.lower()
 
 
 class Settings(_Section):
@@ -250,19 +273,41 @@ class Settings(_Section):
     sources: dict[str, SourceSettings] = {}
     handlers: tuple[HandlerSettings, ...] = ()
 
-    @model_validator(mode="after")
-    def _derive_and_check(self) -> Settings:
-        for name in self.sources:
+    @field_validator("sources")
+    @classmethod
+    def _source_names(cls, sources: dict[str, SourceSettings]) -> dict[str, SourceSettings]:
+        for name in sources:
             if not _NAME.match(name):
-                raise ValueError(f"source name {name!r} must match {_NAME.pattern}")
+                raise ValueError(
+                    f"source name {name!r} must be 1-64 lowercase letters, digits, '_' or '-'"
+                    " (it is the webhook URL's last part); rename the [sources.NAME] table"
+                )
+        return sources
+
+    @field_validator("handlers")
+    @classmethod
+    def _handler_names(
+        cls, handlers: tuple[HandlerSettings, ...], info: ValidationInfo
+    ) -> tuple[HandlerSettings, ...]:
+        sources = info.data.get("sources")  # absent when refused: its own error suffices
         seen: set[str] = set()
-        for handler in self.handlers:
+        for handler in handlers:
             if handler.name in seen:
-                raise ValueError(f"handler name {handler.name!r} is used twice")
+                raise ValueError(
+                    f"handler name {handler.name!r} is used twice; give each [[handlers]] "
+                    "entry its own name"
+                )
             seen.add(handler.name)
             for source in handler.sources or ():
-                if source not in self.sources:
-                    raise ValueError(f"handler {handler.name!r} names unknown source {source!r}")
+                if sources is not None and source not in sources:
+                    raise ValueError(
+                        f"handler {handler.name!r} names unknown source {source!r}; known: "
+                        f"{', '.join(sorted(sources)) or 'none'}"
+                    )
+        return handlers
+
+    @model_validator(mode="after")
+    def _derive_paths(self) -> Settings:
         # Paths left empty follow data_dir; frozen models are changed once, here.
         if not self.store.url:
             url = f"sqlite:///{self.data_dir / 'jobhook.db'}"
@@ -271,14 +316,3 @@ class Settings(_Section):
             results = self.results.model_copy(update={"dir": self.data_dir / "results"})
             object.__setattr__(self, "results", results)
         return self
-
-
-def check_svix_secret(value: str, index: int = 0) -> None:
-    """A Svix / Standard Webhooks secret: ``whsec_`` + base64 of at least 16 bytes."""
-    raw = value.removeprefix("whsec_")
-    try:
-        decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError(f"secret #{index} is not a whsec_ base64 secret") from None
-    if len(decoded) < 16:
-        raise ValueError(f"secret #{index} is too short ({len(decoded)} bytes, need 16)")

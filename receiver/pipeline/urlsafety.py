@@ -136,7 +136,8 @@ class URLPolicy:
         if not _HOSTNAME.match(bare) and _ip(bare) is None:
             raise ConfigError(
                 f"results.allowed_hosts: {pattern!r} is not a host name, an IP address "
-                "or '*.' followed by a domain"
+                "or '*.' followed by a domain; write e.g. \"bucket.s3.amazonaws.com\" or "
+                '"*.s3.amazonaws.com"'
             )
         if wildcard:
             self._suffixes.append("." + bare)

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from receiver.admin.routes import admin_routes
-from receiver.errors import RejectedError, RetryableError
+from receiver.errors import JobhookError, RejectedError, RetryableError
 from receiver.intake import webhooks
 from receiver.ops import health
 from receiver.ops.log import SINK
@@ -27,24 +27,27 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from starlette.responses import Response
-    from starlette.types import Receive, Scope, Send
+    from starlette.types import Message, Receive, Scope, Send
 
-    from receiver.config.settings import Settings
+    from receiver.completion import Handler
+    from receiver.config.settings import Settings, SourceSettings
     from receiver.store import Store
 
 log = structlog.get_logger("receiver.app")
 
 
+def build_source(name: str, cfg: SourceSettings) -> webhooks.Source:
+    """A source's verifier (of its signature scheme) and provider adapter."""
+    return webhooks.Source(
+        name,
+        get_provider(cfg.provider, cfg.generic),
+        build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
+    )
+
+
 def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
-    """One verifier (of the source's signature scheme) and adapter per configured source."""
-    return {
-        name: webhooks.Source(
-            name,
-            get_provider(cfg.provider, cfg.generic),
-            build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
-        )
-        for name, cfg in settings.sources.items()
-    }
+    """One verifier and adapter per configured source."""
+    return {name: build_source(name, cfg) for name, cfg in settings.sources.items()}
 
 
 async def _rejected(request: Request, exc: Exception) -> Response:
@@ -100,16 +103,38 @@ class App(Starlette):
                 except RetryableError as exc:
                     await (await _retryable(Request(scope), exc))(scope, receive, send)
                 return
+        if scope["type"] == "lifespan":
+            send = self._startup_failure_in_one_line(send)
         await super().__call__(scope, receive, send)
 
+    def _startup_failure_in_one_line(self, send: Send) -> Send:
+        """Starlette reports a failed startup with the whole traceback, which uvicorn logs as
+        one JSON line; a JobhookError (a store that cannot be opened) is reported as its
+        message, which names what failed."""
 
-def create_app(settings: Settings, *, store: Store | None = None) -> App:
+        async def sending(message: Message) -> None:
+            error = getattr(self.state, "startup_error", None)
+            if message["type"] == "lifespan.startup.failed" and error is not None:
+                message = {**message, "message": error}
+            await send(message)
+
+        return sending
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    sources: dict[str, webhooks.Source] | None = None,
+    handlers: dict[str, Handler] | None = None,
+) -> App:
     """Build the application; resources are opened by the lifespan, not here.
 
-    Sources and handlers are built now, so a bad secret or handler stops startup.
+    Sources and handlers are built now (unless ``preflight`` built them), so a bad secret or
+    handler stops startup.
     """
-    sources = build_sources(settings)
-    handlers = load_handlers(settings)
+    sources = build_sources(settings) if sources is None else sources
+    handlers = load_handlers(settings) if handlers is None else handlers
     metrics = Metrics(sources)
     admin = admin_routes(settings.server.admin_token)
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
@@ -118,7 +143,11 @@ def create_app(settings: Settings, *, store: Store | None = None) -> App:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         with SINK.batching_in(asyncio.get_running_loop()):
             runtime = Runtime(settings, handlers, store, metrics)
-            await runtime.start()
+            try:
+                await runtime.start()
+            except JobhookError as exc:
+                app.state.startup_error = f"startup failed: {exc}"
+                raise
             metrics.bind(runtime.counts)
             app.state.runtime = runtime
             if isinstance(app, App):

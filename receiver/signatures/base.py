@@ -113,6 +113,10 @@ def parse_public_key(value: str, index: int = 0) -> Ed25519PublicKey:
         raise ValueError(
             f"public key #{index} is a whsk_ secret key: configure its whpk_ public key instead"
         )
+    if value.startswith("whsec_"):
+        raise ValueError(
+            f"public key #{index} is a whsec_ signing secret; move it from public_keys to secrets"
+        )
     if not value.startswith(PUBLIC_KEY_PREFIX):
         raise ValueError(f"public key #{index} must start with {PUBLIC_KEY_PREFIX!r}")
     try:

@@ -32,9 +32,15 @@ _HEX_DIGEST = re.compile(r"^[0-9a-fA-F]{64}$")
 
 def check_hmac_secret(value: str, index: int = 0) -> None:
     """An HMAC secret: at least 16 characters (the message never contains the value)."""
+    if value.startswith("whpk_"):
+        raise ValueError(
+            f"secret #{index} is a whpk_ public key, which only signature 'svix' takes (under "
+            "public_keys); give this source the provider's HMAC signing secret"
+        )
     if len(value) < MIN_HMAC_SECRET:
         raise ValueError(
-            f"secret #{index} is too short ({len(value)} characters, need {MIN_HMAC_SECRET})"
+            f"secret #{index} is too short ({len(value)} characters, need {MIN_HMAC_SECRET}); "
+            "copy the whole signing secret from the provider"
         )
 
 

@@ -117,3 +117,29 @@ def _check_signature_shape(header: str) -> None:
             raise VerificationError(
                 "malformed_signature", "signature is not valid base64"
             ) from None
+
+
+def check_svix_secret(value: str, index: int = 0) -> None:
+    """A Svix / Standard Webhooks secret: ``whsec_`` + base64 of at least 16 bytes."""
+    if value.startswith("whpk_"):
+        raise ValueError(
+            f"secret #{index} is a whpk_ public key; move it from secrets to public_keys"
+        )
+    if value.startswith("whsk_"):
+        raise ValueError(
+            f"secret #{index} is a whsk_ private signing key, which stays with the sender; "
+            "put its whpk_ public key under public_keys"
+        )
+    raw = value.removeprefix("whsec_")
+    try:
+        decoded = base64.b64decode(raw + "=" * (-len(raw) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(
+            f"secret #{index} is not a whsec_ base64 secret; copy the webhook signing secret "
+            "from the provider's dashboard as it is (whsec_...)"
+        ) from None
+    if len(decoded) < 16:
+        raise ValueError(
+            f"secret #{index} is too short ({len(decoded)} bytes, need 16); copy the whole "
+            "signing secret from the provider"
+        )

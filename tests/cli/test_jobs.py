@@ -177,8 +177,31 @@ async def test_a_wrong_token_is_refused_and_never_printed(service: tuple[Starlet
     secret = "not-the-token-8f2e"
     result = await cli("jobs", "ls", url=url, token=secret)
     assert result.exit_code == 4
-    assert "refused the admin token" in result.stderr
+    assert "refused the admin token; pass the service's server.admin_token" in result.stderr
     assert secret not in result.output
+
+
+async def test_no_token_says_it_is_missing_and_how_to_give_it(
+    service: tuple[Starlette, str],
+) -> None:
+    _, url = service
+    result = await cli("jobs", "ls", url=url, token=None)
+    assert result.exit_code == 4
+    assert result.stderr.endswith(  # after the service's own log line, in this process
+        "jobhook: no admin token given; pass --token or set JOBHOOK_ADMIN_TOKEN to the "
+        "service's server.admin_token\n"
+    )
+
+
+async def test_an_unreachable_service_says_how_to_reach_it_or_read_the_store() -> None:
     nothing = await cli("jobs", "ls", url="http://127.0.0.1:9")  # nobody listens there
     assert nothing.exit_code == 4
-    assert "cannot reach" in nothing.stderr
+    assert nothing.stderr == (
+        "jobhook: cannot reach http://127.0.0.1:9 (ConnectError); is `jobhook serve` running? "
+        "Point --url (or JOBHOOK_URL) at it, or pass --config to read the store without a "
+        "service\n"
+    )
+    replay = await cli("replay", "reducto", "job-1", url="http://127.0.0.1:9")
+    assert replay.exit_code == 4
+    assert "is `jobhook serve` running? Point --url (or JOBHOOK_URL) at it\n" in replay.stderr
+    assert "--config" not in replay.stderr  # replay needs the service

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def _config(tmp_path: Path, handler: str) -> str:
     path = tmp_path / "jobhook.toml"
     path.write_text(
-        f'data_dir = "{tmp_path}"\n[sources.reducto]\nprovider = "reducto"\n'
+        f'data_dir = "{tmp_path}"\n[server]\nport = 0\n[sources.reducto]\nprovider = "reducto"\n'
         f'secrets = ["{SECRET}"]\n{handler}'
     )
     return str(path)

@@ -296,7 +296,7 @@ async def test_an_id_too_long_for_amqp_travels_as_a_stable_hash(
         ({}, "routing_key: is required unless 'queue' is set"),
         ({"queue": ""}, "queue: String should have at least 1 character"),
         ({"queue": "q", "routing_key": "k"}, "routing_key: with the default exchange, it must"),
-        ({"exchange": None, "routing_key": "k"}, "exchange: Input should be a valid string"),
+        ({"exchange": None, "routing_key": "k"}, "exchange: must be a valid string"),
         ({"routing_key": "k", "timeout": 0}, "timeout: must be a positive number"),
         ({"routing_key": "k", "url": "http://u:hunter2@h/"}, "must be an amqp:// or amqps://"),
         ({"routing_key": "k", "url": "amqp://u:hunter2@h:port/"}, "url: is not a valid URL"),
@@ -314,7 +314,7 @@ def test_invalid_options_are_refused_without_echoing_the_url(
 def test_a_missing_url_fails_loading_with_the_handler_and_option_named() -> None:
     settings = HandlerSettings(name="events", type="rabbitmq", queue="q")
     with pytest.raises(
-        HandlerLoadError, match=r"handler 'events' \(rabbitmq\): url: Field required"
+        HandlerLoadError, match=r"handler 'events' \(rabbitmq\): url: required, and missing; add it"
     ):
         load_handler(settings)
 

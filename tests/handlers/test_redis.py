@@ -179,8 +179,8 @@ async def test_the_url_password_is_in_no_log_line_error_or_repr(
     ("options", "message"),
     [
         ({"stream": ""}, "stream: String should have at least 1 character"),
-        ({"stream": "s", "maxlen": 0}, "maxlen: Input should be greater than or equal to 1"),
-        ({"stream": "s", "maxlen": "100"}, "maxlen: Input should be a valid integer"),
+        ({"stream": "s", "maxlen": 0}, "maxlen: must be greater than or equal to 1"),
+        ({"stream": "s", "maxlen": "100"}, "maxlen: must be a valid integer"),
         ({"stream": "s", "timeout": 0}, "timeout: must be a positive number"),
         ({"stream": "s", "url": "http://u:hunter2@host/"}, "must be a redis://, rediss://"),
         ({"stream": "s", "url": "redis://u:hunter2@host:port/"}, "url: is not a valid URL"),

@@ -134,7 +134,11 @@ def test_a_new_api_is_configuration_not_code(tmp_path: Path) -> None:
         ({"extra": 'job_path = "/v1/{id}/{job_id}"'}, "sources.acme.generic.job_path", "no other"),
         ({"extra": 'job_path = "/v1/{job_id"'}, "sources.acme.generic.job_path", "template"),
         ({"extra": 'auth_header = "X Key"'}, "sources.acme.generic.auth_header", "pattern"),
-        ({"extra": 'webhook_jobid = "/id"'}, "sources.acme.generic.webhook_jobid", "Extra"),
+        (
+            {"extra": 'webhook_jobid = "/id"'},
+            "sources.acme.generic.webhook_jobid",
+            "did you mean 'webhook_job_id'?",
+        ),
     ],
     ids=["pointer", "escape", "state", "no-job-id", "other-field", "template", "header", "extra"],
 )
