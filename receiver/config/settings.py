@@ -10,7 +10,7 @@ import base64
 import binascii
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -112,6 +112,8 @@ class SourceSettings(_Section):
     api_key: SecretValue | None = None
     poll: PollSettings = PollSettings()
     generic: GenericSettings | None = None
+    api_version: Literal["v1", "v2"] | None = None
+    """Knowhere only: the API version spoken (``/v2/jobs`` by default, as its SDK does; ``v1``)."""
 
     @field_validator("provider")
     @classmethod
@@ -166,6 +168,8 @@ class SourceSettings(_Section):
             raise ValueError(
                 f"a generic table is only for provider 'generic', not {self.provider!r}"
             )
+        if self.api_version is not None and self.provider != "knowhere":
+            raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
         return self
 
 

@@ -50,7 +50,9 @@ class Provider:
     auth_scheme: str = "Bearer "
 
     @classmethod
-    def from_settings(cls, generic: GenericSettings | None) -> Provider:
+    def from_settings(
+        cls, generic: GenericSettings | None, *, api_version: str | None = None
+    ) -> Provider:
         """The adapter for one configured source; only ``generic`` reads its table."""
         return cls()
 

@@ -56,7 +56,9 @@ class Generic(Provider):
         }
 
     @classmethod
-    def from_settings(cls, generic: GenericSettings | None) -> Provider:
+    def from_settings(
+        cls, generic: GenericSettings | None, *, api_version: str | None = None
+    ) -> Provider:
         if generic is None:
             raise ConfigError("provider 'generic' needs a [sources.NAME.generic] table")
         return cls(generic)

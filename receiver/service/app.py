@@ -40,7 +40,7 @@ def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
     return {
         name: webhooks.Source(
             name,
-            get_provider(cfg.provider, cfg.generic),
+            get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version),
             build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
         )
         for name, cfg in settings.sources.items()

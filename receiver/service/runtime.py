@@ -75,7 +75,9 @@ class Runtime:
                     limiter = RateLimiter(cfg.poll.requests_per_minute, name=name)
                     self.apis[name] = JobAPI(
                         source=name,
-                        provider=get_provider(cfg.provider, cfg.generic),
+                        provider=get_provider(
+                            cfg.provider, cfg.generic, api_version=cfg.api_version
+                        ),
                         base_url=cfg.api_base_url,
                         api_key=cfg.api_key,
                         client=api_client,

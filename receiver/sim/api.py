@@ -207,9 +207,12 @@ def build_app(sim: Simulator) -> Starlette:
     async def listing(request: Request) -> Response:
         return await _gated(request, _list)
 
-    routes = [Route(sim.shape.job_route, job, methods=["GET"])]
-    if sim.shape.list_route is not None:
-        routes.append(Route(sim.shape.list_route, listing, methods=["GET"]))
+    routes: list[Route] = []
+    for job_route, list_route in ((sim.shape.job_route, sim.shape.list_route),
+                                  *sim.shape.older_routes):  # fmt: skip
+        routes.append(Route(job_route, job, methods=["GET"]))
+        if list_route is not None:
+            routes.append(Route(list_route, listing, methods=["GET"]))
     routes.append(Route("/blobs/{blob_id}", _blob, methods=["GET"]))
 
     @contextlib.asynccontextmanager

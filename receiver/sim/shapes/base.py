@@ -69,6 +69,8 @@ class Shape:
     reports_checksum: ClassVar[bool] = False
     job_route: ClassVar[str]
     list_route: ClassVar[str | None] = None
+    older_routes: ClassVar[tuple[tuple[str, str | None], ...]] = ()
+    """(job route, list route) of older API versions still served with the same bodies."""
     running: ClassVar[tuple[Phase, ...]]
     succeeded: ClassVar[Phase]
     failed: ClassVar[Phase]

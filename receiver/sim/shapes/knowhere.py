@@ -1,4 +1,4 @@
-"""Knowhere: ``GET /v1/jobs/{id}``, 60 requests/minute, zip results behind expiring URLs."""
+"""Knowhere: ``GET /v2/jobs/{id}`` (and v1), 60 requests a minute, zip results at expiring URLs."""
 
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ class Knowhere(Shape):
     results = ("url",)
     blob_kind = "zip"
     reports_checksum = True
-    job_route = "/v1/jobs/{job_id}"
-    list_route = "/v1/jobs"
+    job_route = "/v2/jobs/{job_id}"
+    list_route = "/v2/jobs"
+    older_routes = (("/v1/jobs/{job_id}", "/v1/jobs"),)
     running = (
         Phase("waiting-file", "queued", 0.0),
         Phase("pending", "queued", 0.05),
