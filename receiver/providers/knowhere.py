@@ -14,6 +14,7 @@ from receiver.providers.base import (
     Provider,
     ResultRef,
     describe_error,
+    error_code,
     hex_sha256,
     job_segment,
     number,
@@ -75,6 +76,7 @@ class Knowhere(Provider):
             message_id=message_id,
             metadata=optional_dict(body, "metadata"),
             error=describe_error(body.get("error")),
+            error_code=error_code(body.get("error")),
         )
 
     def job_path(self, job_id: str) -> str:
@@ -97,6 +99,7 @@ class Knowhere(Provider):
             result=result,
             error=describe_error(body.get("error")),
             progress=_progress(body.get("progress")),
+            error_code=error_code(body.get("error")),
         )
 
     def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:

@@ -99,7 +99,7 @@ SCHEMAS: Json = {
         "source": {"type": "string"}, "job_id": {"type": "string"},
         "state": {"type": "string", "enum": _STATES}, "provider_status": {"type": "string"},
         "terminal": {"type": "boolean"}, "metadata": {"type": "object"},
-        "error": _nullable("string"),
+        "error": _nullable("string"), "error_code": _nullable("string"),
         "progress": {"type": "object", "nullable": True, "properties": {
             "done": _nullable("integer"), "total": _nullable("integer")}},
         "expected_pages": _nullable("integer"), "created_at": {"type": "string"},

@@ -57,6 +57,8 @@ class Job:
     metadata: dict[str, Any]
     phases: tuple[Phase, ...]
     announced: int = 0
+    error_code: str | None = None
+    """What a failed job's error object says (one of its provider's documented codes)."""
 
     @property
     def blob_id(self) -> str:
@@ -115,6 +117,7 @@ class JobBook:
         speed: float,
         result_bytes: int,
         metadata: dict[str, Any],
+        error_code: str | None = None,
     ) -> list[Job]:
         """Start ``count`` identical jobs now; their ids come from the seeded generator."""
         now = self.clock.time()
@@ -135,6 +138,7 @@ class JobBook:
                 result_bytes,
                 dict(metadata),
                 self.phases_for(outcome),
+                error_code=error_code if outcome == "failed" else None,
             )
             self._jobs[job.id] = job
             self._blobs[job.blob_id] = job

@@ -136,8 +136,13 @@ class Simulator:
         duration: float | None = None,
         result_bytes: int | None = None,
         metadata: dict[str, Any] | None = None,
+        error_code: str | None = None,
     ) -> list[str]:
-        """Start ``count`` jobs now; ValueError when this provider cannot return ``result``."""
+        """Start ``count`` jobs now; ValueError when this provider cannot return ``result``
+        or does not document ``error_code``."""
+        if error_code is not None and error_code not in self.shape.failures:
+            known = ", ".join(self.shape.failures)
+            raise ValueError(f"{self.provider} error codes are {known}")
         mode = result or self.shape.results[0]
         if mode not in self.shape.results:
             raise ValueError(f"{self.provider} results are {' or '.join(self.shape.results)}")
@@ -152,6 +157,7 @@ class Simulator:
             speed=self.speed,
             result_bytes=result_bytes or self.default_result_bytes,
             metadata=metadata or {},
+            error_code=error_code,
         )
         return [job.id for job in made]
 

@@ -130,6 +130,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         until           double precision NOT NULL
     );
     """,
+    # 2: SQLite's 4: the provider's error code beside its error text, on jobs and completions.
+    """
+    ALTER TABLE jobs ADD COLUMN error_code text;
+    ALTER TABLE completions ADD COLUMN error_code text;
+    """,
 )
 
 

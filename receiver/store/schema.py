@@ -94,4 +94,10 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     DROP INDEX IF EXISTS jobs_created;
     """,
+    # 4: the provider's error code (DOCUMENT_CORRUPT, PARSE_ERROR...) beside its error text, on
+    # the job (from webhooks and polls) and its completion (from the confirming job API call).
+    """
+    ALTER TABLE jobs ADD COLUMN error_code TEXT;
+    ALTER TABLE completions ADD COLUMN error_code TEXT;
+    """,
 )

@@ -71,7 +71,8 @@ def test_done_job_without_result_url_is_retried_later() -> None:
 def test_failed_job_has_code_and_message() -> None:
     status = knowhere.parse_job(S["job_failed"], source="k", job_id="job_5d1f")
     assert (status.state, status.result) == (State.FAILED, None)
-    assert status.error == "PARSE_ERROR: Unsupported file type"
+    assert status.error == "PARSE_ERROR: Unsupported file type (request req_77)"
+    assert status.error_code == "PARSE_ERROR"
 
 
 def test_rate_limited_body_gives_a_retry_hint() -> None:

@@ -76,6 +76,13 @@ class Shape:
     failed: ClassVar[Phase]
     webhook_on_running: ClassVar[bool] = False
     event_prefix: ClassVar[str] = "msg_"
+    failures: ClassVar[Mapping[str, str]]
+    """The documented error codes of a failed job and their messages; the first is the default."""
+
+    def failure(self, job: Job) -> tuple[str, str]:
+        """A failed job's (error code, message)."""
+        code = job.error_code or next(iter(self.failures))
+        return code, self.failures[code]
 
     def phases_for(self, outcome: Outcome) -> tuple[Phase, ...]:
         """The job's status words in order; phases marked success-only are skipped on failure."""

@@ -41,12 +41,17 @@ class DocExtract(Shape):
     running = (Phase("queued", "queued", 0.0), Phase("processing", "running", 0.15))
     succeeded = Phase("completed", "succeeded", 1.0)
     failed = Phase("failed", "failed", 1.0)
+    failures = {
+        "extraction_failed": "No text layer",
+        "unsupported_format": "The document's format is not supported",
+    }
 
     def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
         status = snap.phase.word
         created = iso(job.created)
         if status == "failed":
-            error = {"code": "extraction_failed", "message": "No text layer"}
+            code, message = self.failure(job)
+            error = {"code": code, "message": message}
             return {"id": job.id, "status": status, "error_details": error, "created_at": created}
         body: dict[str, Any] = {
             "id": job.id,

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from receiver.sim.jobs import Job, Snapshot
     from receiver.sim.shapes.base import ErrorKind, ResultLink
 
-_ERROR = {"code": "UNREADABLE", "message": "Page 1 could not be read"}
 _CODES: dict[ErrorKind, str] = {
     "unauthorized": "UNAUTHORIZED",
     "not_found": "NOT_FOUND",
@@ -33,6 +32,11 @@ class DocuRift(Shape):
     succeeded = Phase("completed", "succeeded", 1.0)
     failed = Phase("failed", "failed", 1.0)
     event_prefix = "evt_"
+    failures = {"UNREADABLE": "Page 1 could not be read"}
+
+    def _error(self, job: Job) -> dict[str, str]:
+        code, message = self.failure(job)
+        return {"code": code, "message": message}
 
     def new_id(self, rng: random.Random) -> str:
         return f"doc_{rng.getrandbits(48):012x}"
@@ -44,7 +48,7 @@ class DocuRift(Shape):
             fields = {"invoice_number": str(1000 + job.number), "total": total}
             data["result"] = {"documentType": "invoice", "fields": fields}
         elif snap.phase.word == "failed":
-            data["error"] = dict(_ERROR)
+            data["error"] = self._error(job)
         return {"success": True, "data": data}
 
     def webhook_body(self, job: Job, phase: Phase, at: float, event_id: str) -> dict[str, Any]:
@@ -61,7 +65,7 @@ class DocuRift(Shape):
             )
         else:
             kind = "document.processing.failed"
-            data["error"] = dict(_ERROR)
+            data["error"] = self._error(job)
         return {
             "id": event_id,
             "type": kind,

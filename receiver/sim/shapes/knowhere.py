@@ -39,6 +39,11 @@ class Knowhere(Shape):
     )
     succeeded = Phase("done", "succeeded", 1.0)
     failed = Phase("failed", "failed", 1.0)
+    failures = {
+        "PARSE_ERROR": "Unsupported file type",
+        "DEADLINE_EXCEEDED": "Parsing did not finish in time",
+        "INTERNAL": "Internal error while parsing",
+    }
 
     def _progress(self, job: Job, snap: Snapshot) -> dict[str, int]:
         if snap.phase.word == "running":
@@ -50,11 +55,8 @@ class Knowhere(Shape):
     def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
         status = snap.phase.word
         if status == "failed":
-            error = {
-                "code": "PARSE_ERROR",
-                "message": "Unsupported file type",
-                "request_id": f"req_{job.number}",
-            }
+            code, message = self.failure(job)
+            error = {"code": code, "message": message, "request_id": f"req_{job.number}"}
             return {"job_id": job.id, "status": status, "error": error}
         body: dict[str, Any] = {
             "job_id": job.id,

@@ -30,8 +30,24 @@ def _chunks(job: Job) -> list[dict[str, Any]]:
     return chunks
 
 
+# Codes of the SDK's ErrorDetail.name enum (reductoai 0.25.0), each with an HTTP-like number.
+_NUMBERS = {"DOCUMENT_PASSWORD_PROTECTED": 422, "DOCUMENT_CORRUPT": 422, "DOCUMENT_EMPTY": 422,
+            "DOCUMENT_UNSUPPORTED": 415, "DOCUMENT_TOO_LARGE": 413, "TIMEOUT": 504,
+            "OVERSIZED_RESULT": 413, "INTERNAL_ERROR": 500}  # fmt: skip
+
+
 class Reducto(Shape):
     name = "reducto"
+    failures = {
+        "DOCUMENT_PASSWORD_PROTECTED": "Document could not be opened: file is encrypted",
+        "DOCUMENT_CORRUPT": "Document could not be read: the file is corrupt",
+        "DOCUMENT_EMPTY": "Document has no pages",
+        "DOCUMENT_UNSUPPORTED": "Document type is not supported",
+        "DOCUMENT_TOO_LARGE": "Document is larger than the page limit",
+        "TIMEOUT": "Processing timed out",
+        "OVERSIZED_RESULT": "The result is larger than the maximum result size",
+        "INTERNAL_ERROR": "Internal error while processing the document",
+    }
     results = ("inline", "url")
     job_route = "/job/{job_id}"
     list_route = "/jobs"
@@ -50,8 +66,10 @@ class Reducto(Shape):
     def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
         status = snap.phase.word
         if status == "Failed":
-            reason = "Document could not be opened: file is encrypted"
-            return {"status": status, "progress": None, "reason": reason, "result": None}
+            code, reason = self.failure(job)
+            error = {"code": _NUMBERS[code], "message": reason, "name": code, "job_id": job.id}
+            return {"status": status, "progress": None, "reason": reason, "error": error,
+                    "result": None}  # fmt: skip
         if status != "Completed":
             progress = round(snap.progress, 2)
             return {"status": status, "progress": progress, "reason": None, "result": None}
