@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from receiver.sim.clock import Clock
-    from receiver.sim.jobs import Job, Outcome, ResultMode
+    from receiver.sim.jobs import Job, Outcome, ResultMode, WebhookMode
     from receiver.sim.limits import Target
     from receiver.sim.sender import Delivery
 
@@ -137,6 +137,9 @@ class Simulator:
         result_bytes: int | None = None,
         metadata: dict[str, Any] | None = None,
         error_code: str | None = None,
+        kind: str = "",
+        webhook_url: str | None = None,
+        webhook_mode: WebhookMode = "svix",
     ) -> list[str]:
         """Start ``count`` jobs now; ValueError when this provider cannot return ``result``
         or does not document ``error_code``."""
@@ -158,8 +161,16 @@ class Simulator:
             result_bytes=result_bytes or self.default_result_bytes,
             metadata=metadata or {},
             error_code=error_code,
+            kind=kind,
+            webhook_url=webhook_url,
+            webhook_mode=webhook_mode,
         )
         return [job.id for job in made]
+
+    @property
+    def signs(self) -> bool:
+        """Whether this simulator can sign webhooks (it was given a ``whsec_`` secret)."""
+        return self.sender.settings.secret is not None
 
     def inject(
         self,
@@ -208,6 +219,9 @@ class Simulator:
             "created": job.created,
             "finishes": job.finishes_at,
             "metadata": job.metadata,
+            "kind": job.kind,
+            "webhook_url": safe_url(job.webhook_url),
+            "webhook_mode": job.webhook_mode,
             "webhooks": [d.to_json() for d in self.sender.by_job.get(job.id, [])],
         }
 
