@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from receiver.config.direct import check_direct
 from receiver.models import State
 from receiver.providers import PROVIDERS
 from receiver.providers.mapping import GenericSettings
@@ -105,6 +106,9 @@ class PollSettings(_Section):
 class SourceSettings(_Section):
     provider: str
     signature: str = "svix"
+    webhook_mode: Literal["svix", "direct"] = "svix"
+    """Reducto only: ``direct`` takes its unsigned webhooks at ``/webhooks/NAME/TOKEN`` as hints
+    that send jobhook to the job API (see Security); ``svix`` (the default) verifies them."""
     public_keys: tuple[str, ...] = ()
     """``whpk_`` ed25519 keys for Standard Webhooks ``v1a`` signatures (svix only)."""
     secrets: tuple[SecretValue, ...] = Field((), validate_default=True)
@@ -114,6 +118,12 @@ class SourceSettings(_Section):
     generic: GenericSettings | None = None
     api_version: Literal["v1", "v2"] | None = None
     """Knowhere only: the API version spoken (``/v2/jobs`` by default, as its SDK does; ``v1``)."""
+    direct_tokens: tuple[SecretValue, ...] = ()
+    """``webhook_mode = "direct"``: the secret path tokens of the webhook URL (at least 128 bits
+    each, as ``secrets.token_urlsafe(32)`` makes them; several during a rotation)."""
+    direct_unknown_per_minute: int = Field(30, ge=0)
+    """``webhook_mode = "direct"``: hints about jobs jobhook does not track that are looked up
+    a minute at most; more are refused with 429, so a flood cannot spend the API's budget."""
 
     @field_validator("provider")
     @classmethod
@@ -147,7 +157,8 @@ class SourceSettings(_Section):
         cls, secrets: tuple[Secret, ...], info: ValidationInfo
     ) -> tuple[Secret, ...]:
         # public_keys is absent from info.data when it was refused: its own error suffices.
-        if not secrets and not info.data.get("public_keys", ("refused",)):
+        direct = info.data.get("webhook_mode") == "direct"
+        if not secrets and not direct and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
                 "a signed source needs at least one secret (or, for svix, a whpk_ public key)"
             )
@@ -170,6 +181,10 @@ class SourceSettings(_Section):
             )
         if self.api_version is not None and self.provider != "knowhere":
             raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
+        if self.webhook_mode == "direct":
+            check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
+        elif self.direct_tokens:
+            raise ValueError("direct_tokens need webhook_mode = 'direct'")
         return self
 
 

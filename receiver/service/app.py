@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from receiver.admin.routes import admin_routes
 from receiver.errors import RejectedError, RetryableError
-from receiver.intake import webhooks
+from receiver.intake import direct, webhooks
 from receiver.ops import health
 from receiver.ops.log import SINK
 from receiver.ops.metrics import Metrics, metrics_endpoint
@@ -41,7 +41,9 @@ def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
         name: webhooks.Source(
             name,
             get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version),
-            build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
+            build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys)
+            if cfg.secrets or cfg.public_keys
+            else direct.SignedWebhooksOff(),
         )
         for name, cfg in settings.sources.items()
     }
@@ -104,6 +106,15 @@ def create_app(settings: Settings, *, store: Store | None = None) -> App:
     metrics = Metrics(sources)
     admin = admin_routes(settings.server.admin_token)
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
+    hints = direct.DirectEndpoint(
+        {
+            n: cfg.direct_tokens
+            for n, cfg in settings.sources.items()
+            if cfg.webhook_mode == "direct"
+        },
+        settings.server.max_body_bytes,
+        settings.server.body_timeout_seconds,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -114,6 +125,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> App:
             app.state.runtime = runtime
             app.state.store = runtime.store
             app.state.ingestor = webhook.ingestor = runtime.ingestor
+            hints.hints = runtime.hints
             log.info(
                 "started",
                 sources=sorted(sources),
@@ -136,6 +148,7 @@ def create_app(settings: Settings, *, store: Store | None = None) -> App:
     app = App(
         routes=[
             Route(WEBHOOKS + "{source}", webhook, methods=["POST"]),
+            Route(WEBHOOKS + "{source}/{token}", hints.handle, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

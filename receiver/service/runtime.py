@@ -11,6 +11,7 @@ import structlog
 
 from handlers import load_handler
 from receiver.admin.notifier import Notifier
+from receiver.intake.direct import DirectHints
 from receiver.intake.ingest import Ingestor
 from receiver.intake.poller import Poller
 from receiver.ops.metrics import RuntimeCounts
@@ -127,6 +128,12 @@ class Runtime:
                 notify=self.notifier.notify,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling)
+            budgets = {
+                name: cfg.direct_unknown_per_minute
+                for name, cfg in settings.sources.items()
+                if cfg.webhook_mode == "direct"
+            }
+            self.hints = DirectHints(self.store, self.ingestor, self.apis, budgets)
             task = asyncio.create_task(
                 self.dispatcher.run(self._stop, settings.server.shutdown_grace_seconds),
                 name="dispatcher",
@@ -134,6 +141,9 @@ class Runtime:
             stack.push_async_callback(self._stop_task, task)
             poller = asyncio.create_task(self.poller.run(self._stop), name="poller")
             stack.push_async_callback(self._stop_task, poller)
+            if budgets:
+                hinted = asyncio.create_task(self.hints.run(self._stop), name="direct_hints")
+                stack.push_async_callback(self._stop_task, hinted)
             purger = asyncio.create_task(self.retention.run(self._stop), name="retention")
             stack.push_async_callback(self._stop_task, purger)
         except BaseException:
