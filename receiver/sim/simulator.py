@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlsplit
 
 import httpx
 import structlog
@@ -220,7 +221,7 @@ class Simulator:
             "finishes": job.finishes_at,
             "metadata": job.metadata,
             "kind": job.kind,
-            "webhook_url": safe_url(job.webhook_url),
+            "webhook_url": _origin(job.webhook_url),
             "webhook_mode": job.webhook_mode,
             "webhooks": [d.to_json() for d in self.sender.by_job.get(job.id, [])],
         }
@@ -256,3 +257,12 @@ class Simulator:
             self.sender.client = None
         self._stop = self._task = None
         log.info("sim_stopped", provider=self.provider)
+
+
+def _origin(url: str | None) -> str | None:
+    """Where a job's webhooks go, without the path: a direct webhook's path holds a secret."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}" + ("" if parts.port is None else f":{parts.port}")
