@@ -43,6 +43,7 @@ def job_doc(job: JobRow, listing: JobListing | None = None) -> dict[str, Any]:
         "terminal": job.terminal_at is not None and State(job.state).terminal,
         "metadata": job.metadata,
         "error": job.error,
+        "error_code": listing.error_code if listing is not None else None,
         "progress": progress,
         "expected_pages": job.expected_pages,
         "created_at": iso(job.created_at),

@@ -99,6 +99,7 @@ def job_detail(detail: dict[str, Any]) -> None:
         ("pages", _pages(job["progress"]) or _text(job["expected_pages"])),
         ("confidence", _text(job["confidence"])),
         ("metadata", ", ".join(f"{k}={v}" for k, v in job["metadata"].items())),
+        ("error code", _text(job.get("error_code"))),
         ("error", _text(job["error"])),
         ("completion", "" if completion is None else completion["phase"]),
         ("result", "" if not result else

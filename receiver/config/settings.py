@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -20,34 +18,17 @@ from pydantic import (
     model_validator,
 )
 
+from receiver.config.base import SecretValue as SecretValue  # re-exported: handler options use it
+from receiver.config.base import _Section
+from receiver.config.sources import PollSettings as PollSettings  # re-exported, as before
+from receiver.config.sources import SourceSettings as SourceSettings
 from receiver.models import State
-from receiver.providers import PROVIDERS
-from receiver.providers.mapping import GenericSettings
-from receiver.secret import Secret, resolve_secret
-from receiver.signatures import check_hmac_secret, check_scheme
-from receiver.signatures.base import parse_public_key
 from receiver.signatures.svix import check_svix_secret as check_svix_secret  # its old home
 
 ENV_PREFIX = "JOBHOOK_"
 DEFAULT_CONFIG = Path("jobhook.toml")
 _LEVELS = ("debug", "info", "warning", "error", "critical")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
-
-
-def _to_secret(value: object, info: ValidationInfo) -> Secret:
-    if isinstance(value, Secret):
-        return value
-    if not isinstance(value, str):
-        raise ValueError("must be a string: a literal, 'env:NAME' or 'file:PATH'")
-    env = info.context.get("env") if isinstance(info.context, dict) else None
-    return Secret(resolve_secret(value, env))
-
-
-SecretValue = Annotated[Secret, BeforeValidator(_to_secret)]
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
 
 class ServerSettings(_Section):
@@ -107,96 +88,6 @@ class EgressSettings(_Section):
     environment: bool = True
     """Unset ``proxy`` / ``no_proxy`` come from HTTPS_PROXY / NO_PROXY, as curl and httpx read
     them; false ignores the environment."""
-
-
-class PollSettings(_Section):
-    enabled: bool = True
-    grace_seconds: float = Field(120.0, ge=0)
-    initial_delay: float = Field(2.0, gt=0)
-    max_delay: float = Field(60.0, gt=0)
-    # Unset: the provider's default (receiver.providers.ratelimit), then what the server says;
-    # set: a ceiling the learned budget never exceeds.
-    requests_per_minute: float | None = Field(None, gt=0)
-    give_up_after_hours: float = Field(30.0, gt=0)
-    reconcile: bool = False
-    reconcile_interval_seconds: float = Field(600.0, gt=0)
-
-    def first_delay(self, pages: int | None) -> float:
-        """The delay of a job's first poll: small documents are checked sooner, large ones later."""
-        scale = 1.0 if pages is None else min(max(pages / 20.0, 0.25), 20.0)
-        return min(self.initial_delay * scale, self.max_delay)
-
-    def first_poll_at(self, pages: int | None, now: float) -> float:
-        """When a job just heard of is polled first, unless news comes before."""
-        return now + self.grace_seconds + self.first_delay(pages)
-
-
-class SourceSettings(_Section):
-    provider: str
-    signature: str = "svix"
-    public_keys: tuple[str, ...] = ()
-    """``whpk_`` ed25519 keys for Standard Webhooks ``v1a`` signatures (svix only)."""
-    secrets: tuple[SecretValue, ...] = Field((), validate_default=True)
-    api_base_url: str | None = None
-    api_key: SecretValue | None = None
-    poll: PollSettings = PollSettings()
-    generic: GenericSettings | None = None
-
-    @field_validator("provider")
-    @classmethod
-    def _known_provider(cls, provider: str) -> str:
-        if provider not in PROVIDERS:
-            raise ValueError(
-                f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}"
-            )
-        return provider
-
-    @field_validator("signature")
-    @classmethod
-    def _known_scheme(cls, scheme: str, info: ValidationInfo) -> str:
-        check_scheme(scheme, info.data.get("provider"))  # absent when it was refused
-        return scheme
-
-    @field_validator("public_keys")
-    @classmethod
-    def _valid_public_keys(cls, keys: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        if keys and info.data.get("signature", "svix") != "svix":
-            raise ValueError("public keys (v1a) are only for signature 'svix'")
-        env = info.context.get("env") if isinstance(info.context, dict) else None
-        resolved = tuple(resolve_secret(key, env) for key in keys)
-        for index, key in enumerate(resolved):
-            parse_public_key(key, index)
-        return resolved
-
-    @field_validator("secrets")
-    @classmethod
-    def _valid_secrets(
-        cls, secrets: tuple[Secret, ...], info: ValidationInfo
-    ) -> tuple[Secret, ...]:
-        # public_keys is absent from info.data when it was refused: its own error suffices.
-        if not secrets and not info.data.get("public_keys", ("refused",)):
-            raise ValueError(
-                "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
-                'add secrets = ["env:NAME"] naming the provider\'s signing secret'
-            )
-        # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
-        scheme = info.data.get("signature")
-        for index, secret in enumerate(secrets):
-            if scheme == "svix":
-                check_svix_secret(secret.reveal(), index)
-            elif scheme is not None:
-                check_hmac_secret(secret.reveal(), index)
-        return secrets
-
-    @model_validator(mode="after")
-    def _generic_table(self) -> SourceSettings:
-        if self.provider == "generic" and self.generic is None:
-            raise ValueError("provider 'generic' needs a [sources.NAME.generic] table")
-        if self.provider != "generic" and self.generic is not None:
-            raise ValueError(
-                f"a generic table is only for provider 'generic', not {self.provider!r}"
-            )
-        return self
 
 
 class HandlerSettings(_Section):

@@ -142,6 +142,7 @@ class Poller:
             provider_status=status.provider_status,
             via="poll",
             error=status.error,
+            error_code=status.error_code,
             progress=status.progress,
             result=status.result if status.state.terminal else None,
         )

@@ -47,6 +47,7 @@ class Resolver:
         state: State | None = None
         provider_status: str | None = None
         error: str | None = None
+        code: str | None = None
         if ref is None and api is not None and completion.state != State.EXPIRED:
             try:
                 status = await api.get_job(completion.job_id, urgent=True)
@@ -57,15 +58,23 @@ class Resolver:
                     f"{completion.source}: job {completion.job_id} is still "
                     f"{status.provider_status!r} in the job API"
                 )
-            ref, error = status.result, status.error
+            ref, error, code = status.result, status.error, status.error_code
             state, provider_status = status.state, status.provider_status
         if ref is None:
-            return Resolution(error=error, state=state, provider_status=provider_status)
+            return Resolution(
+                error=error, state=state, provider_status=provider_status, error_code=code
+            )
         dest = self.result_path(completion.source, completion.job_id)
         if ref.url is None:
-            return _with(await _store_inline(ref.inline, dest), error, state, provider_status)
-        return _with(
-            await self._download(completion, ref, dest, api), error, state, provider_status
+            resolution = await _store_inline(ref.inline, dest)
+        else:
+            resolution = await self._download(completion, ref, dest, api)
+        return dataclasses.replace(
+            resolution,
+            error=resolution.error or error,
+            state=state,
+            provider_status=provider_status,
+            error_code=code,
         )
 
     async def _download(
@@ -96,14 +105,6 @@ class Resolver:
                 continue
             return Resolution(str(info.path), info.sha256, info.bytes)
         raise RetryableError("unreachable")  # pragma: no cover
-
-
-def _with(
-    resolution: Resolution, error: str | None, state: State | None, provider_status: str | None
-) -> Resolution:
-    return dataclasses.replace(
-        resolution, error=resolution.error or error, state=state, provider_status=provider_status
-    )
 
 
 async def _store_inline(value: Any, dest: Path) -> Resolution:

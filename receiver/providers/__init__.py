@@ -25,9 +25,12 @@ __all__ = [
 ]
 
 
-def get_provider(name: str, generic: GenericSettings | None = None) -> Provider:
+def get_provider(
+    name: str, generic: GenericSettings | None = None, *, api_version: str | None = None
+) -> Provider:
     """The adapter for ``name``; ``generic`` needs its ``[sources.NAME.generic]`` table.
 
+    ``api_version`` picks the API a provider with several speaks (Knowhere: ``v2`` or ``v1``).
     KeyError when no such provider exists; ConfigError when ``generic`` has no table.
     """
-    return PROVIDERS[name].from_settings(generic)
+    return PROVIDERS[name].from_settings(generic, api_version=api_version)

@@ -38,6 +38,7 @@ class JobStatus:
     result: ResultRef | None = None
     error: str | None = None
     progress: Progress | None = None
+    error_code: str | None = None
 
 
 class Provider:
@@ -50,7 +51,9 @@ class Provider:
     auth_scheme: str = "Bearer "
 
     @classmethod
-    def from_settings(cls, generic: GenericSettings | None) -> Provider:
+    def from_settings(
+        cls, generic: GenericSettings | None, *, api_version: str | None = None
+    ) -> Provider:
         """The adapter for one configured source; only ``generic`` reads its table."""
         return cls()
 
@@ -122,16 +125,35 @@ def optional_dict(body: dict[str, Any], key: str) -> dict[str, Any]:
 
 
 def describe_error(value: object) -> str | None:
-    """A provider's error as one line: a string as is, ``{code, message}`` as "code: message"."""
+    """A provider's error as one line: a string as is, ``{code, message, request_id}`` as
+    "code: message (request req_1)"."""
     if isinstance(value, str):
         return value or None
     if isinstance(value, dict):
-        code, message = value.get("code"), value.get("message")
+        code, message = error_code(value), value.get("message")
         parts = [str(p) for p in (code, message) if isinstance(p, str | int) and p != ""]
+        request = value.get("request_id")
+        suffix = f" (request {request})" if isinstance(request, str) and request else ""
         if parts:
-            return ": ".join(parts)
+            return ": ".join(parts) + suffix
         return json.dumps(value, sort_keys=True) if value else None
     return None
+
+
+def error_code(value: object) -> str | None:
+    """The machine-readable code of a provider's error object, when it has one.
+
+    Reducto's ``{code: 422, name: "DOCUMENT_CORRUPT"}`` keeps its enum in ``name`` (``code`` is
+    an HTTP-like number); the others' ``{code: "PARSE_ERROR"}`` keep it in ``code``.
+    """
+    if not isinstance(value, dict):
+        return None
+    for key in ("name", "code"):
+        code = value.get(key)
+        if isinstance(code, str) and code:
+            return code[:100]
+    code = value.get("code")
+    return str(code) if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def number(value: object) -> float | None:

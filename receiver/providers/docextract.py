@@ -11,6 +11,7 @@ from receiver.providers.base import (
     Provider,
     ResultRef,
     describe_error,
+    error_code,
     job_segment,
     optional_dict,
     require_str,
@@ -70,6 +71,7 @@ class DocExtract(Provider):
             message_id=message_id,
             metadata=optional_dict(data, "metadata"),
             error=describe_error(data.get("error_details")),
+            error_code=error_code(data.get("error_details")),
         )
 
     def job_path(self, job_id: str) -> str:
@@ -88,6 +90,7 @@ class DocExtract(Provider):
             provider_status=status,
             result=result,
             error=describe_error(body.get("error_details")),
+            error_code=error_code(body.get("error_details")),
         )
 
     def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:

@@ -11,6 +11,7 @@ from receiver.providers.base import (
     Provider,
     ResultRef,
     describe_error,
+    error_code,
     job_segment,
     optional_dict,
     require_str,
@@ -53,6 +54,7 @@ class DocuRift(Provider):
             message_id=message_id,
             metadata=optional_dict(data, "metadata"),
             error=describe_error(data.get("error")),
+            error_code=error_code(data.get("error")),
         )
 
     def job_path(self, job_id: str) -> str:
@@ -72,4 +74,5 @@ class DocuRift(Provider):
             if state is State.SUCCEEDED and result is not None
             else None,
             error=describe_error(data.get("error")),
+            error_code=error_code(data.get("error")),
         )

@@ -15,6 +15,7 @@ from receiver.providers.base import (
     Provider,
     ResultRef,
     describe_error,
+    error_code,
     hex_sha256,
     job_segment,
     number,
@@ -56,7 +57,9 @@ class Generic(Provider):
         }
 
     @classmethod
-    def from_settings(cls, generic: GenericSettings | None) -> Provider:
+    def from_settings(
+        cls, generic: GenericSettings | None, *, api_version: str | None = None
+    ) -> Provider:
         if generic is None:
             raise ConfigError("provider 'generic' needs a [sources.NAME.generic] table")
         return cls(generic)
@@ -97,6 +100,7 @@ class Generic(Provider):
             message_id=message_id,
             metadata=metadata if isinstance(metadata, dict) else {},
             error=describe_error(self._get("webhook_error", body)),
+            error_code=error_code(self._get("webhook_error", body)),
         )
 
     def job_path(self, job_id: str) -> str:
@@ -122,6 +126,7 @@ class Generic(Provider):
             provider_status=status,
             result=result,
             error=describe_error(self._get("error", body)),
+            error_code=error_code(self._get("error", body)),
             progress=Progress(done, total) if done is not None or total is not None else None,
         )
 

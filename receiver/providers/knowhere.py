@@ -1,4 +1,7 @@
-"""Knowhere: webhooks say 'completed' where ``GET /v1/jobs/{id}`` says 'done'; results are zips."""
+"""Knowhere: webhooks say 'completed' where ``GET /v2/jobs/{id}`` says 'done'; results are zips.
+
+API v2 (``/v2/jobs``, what its SDK 2.2.1 speaks) is the default; a source may keep ``v1``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from receiver.providers.base import (
     Provider,
     ResultRef,
     describe_error,
+    error_code,
     hex_sha256,
     job_segment,
     number,
@@ -23,6 +27,9 @@ from receiver.providers.base import (
 if TYPE_CHECKING:
     from receiver.models import Via
     from receiver.providers.base import ListedJob
+    from receiver.providers.mapping import GenericSettings
+
+API_VERSIONS = ("v2", "v1")
 
 
 class Knowhere(Provider):
@@ -37,6 +44,20 @@ class Knowhere(Provider):
         "failed": State.FAILED,
     }
     webhook_has_result = False
+
+    def __init__(self, api_version: str = "v2") -> None:
+        if api_version not in API_VERSIONS:
+            raise ValueError(f"knowhere api_version must be one of {', '.join(API_VERSIONS)}")
+        self.api_version = api_version
+
+    @classmethod
+    def from_settings(
+        cls, generic: GenericSettings | None, *, api_version: str | None = None
+    ) -> Provider:
+        return cls(api_version or "v2")
+
+    def __repr__(self) -> str:
+        return f"Knowhere(api_version={self.api_version!r})"
 
     def parse_webhook(
         self, body: Any, *, source: str, message_id: str | None, via: Via = "webhook"
@@ -55,10 +76,11 @@ class Knowhere(Provider):
             message_id=message_id,
             metadata=optional_dict(body, "metadata"),
             error=describe_error(body.get("error")),
+            error_code=error_code(body.get("error")),
         )
 
     def job_path(self, job_id: str) -> str:
-        return f"/v1/jobs/{job_segment(job_id)}"
+        return f"/{self.api_version}/jobs/{job_segment(job_id)}"
 
     def parse_job(self, body: Any, *, source: str, job_id: str) -> JobStatus:
         if not isinstance(body, dict) or not isinstance(body.get("status"), str):
@@ -71,21 +93,17 @@ class Knowhere(Provider):
             if not isinstance(url, str) or not url:
                 raise ProviderError(f"knowhere job {job_id}: done without a result_url")
             result = ResultRef(url=url, sha256=_checksum(body.get("result_checksum")))
-        progress = optional_dict(body, "progress")
-        done, total = (
-            page_count(progress.get("processed_pages")),
-            page_count(progress.get("total_pages")),
-        )
         return JobStatus(
             state=state,
             provider_status=status,
             result=result,
             error=describe_error(body.get("error")),
-            progress=Progress(done, total) if done is not None or total is not None else None,
+            progress=_progress(body.get("progress")),
+            error_code=error_code(body.get("error")),
         )
 
     def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:
-        return with_query("/v1/jobs", cursor=cursor, status=status)
+        return with_query(f"/{self.api_version}/jobs", cursor=cursor, status=status)
 
     def parse_list(self, body: Any) -> tuple[list[ListedJob], str | None]:
         # No sample of this answer exists; accept "jobs" or "data" and "job_id" or "id".
@@ -107,6 +125,17 @@ class Knowhere(Provider):
         details = error.get("details") if isinstance(error, dict) else None
         seconds = number(details.get("retry_after")) if isinstance(details, dict) else None
         return seconds if seconds is not None and seconds >= 0 else None
+
+
+def _progress(value: object) -> Progress | None:
+    """``{processed_pages, total_pages}``, or (v2 allows it) a bare 0..1 fraction."""
+    fraction = number(value)
+    if fraction is not None:
+        return Progress(done=round(fraction * 1000), total=1000)
+    if not isinstance(value, dict):
+        return None
+    done, total = page_count(value.get("processed_pages")), page_count(value.get("total_pages"))
+    return Progress(done, total) if done is not None or total is not None else None
 
 
 def _checksum(value: object) -> str | None:

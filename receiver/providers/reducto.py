@@ -10,6 +10,8 @@ from receiver.providers.base import (
     JobStatus,
     Provider,
     ResultRef,
+    describe_error,
+    error_code,
     job_segment,
     optional_dict,
     require_str,
@@ -71,13 +73,17 @@ class Reducto(Provider):
             else:
                 result = ResultRef(inline=envelope)
         progress = body.get("progress")
-        reason = body.get("reason")
+        # The free-text reason (the guide's field) reads best; the error object (the SDK's
+        # ErrorDetail {code, message, name}) carries the code, and the text when no reason came.
+        reason, detail = body.get("reason"), body.get("error")
+        text = reason if isinstance(reason, str) and reason else describe_error(detail)
         return JobStatus(
             state=state,
             provider_status=status,
             result=result,
-            error=reason if isinstance(reason, str) else None,
+            error=text,
             progress=_progress(progress),
+            error_code=error_code(detail),
         )
 
     def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:

@@ -14,7 +14,7 @@ from starlette.routing import Route
 
 from receiver.admin.routes import admin_routes
 from receiver.errors import JobhookError, RejectedError, RetryableError
-from receiver.intake import webhooks
+from receiver.intake import direct, webhooks
 from receiver.ops import health
 from receiver.ops.log import SINK
 from receiver.ops.metrics import Metrics, metrics_endpoint
@@ -37,11 +37,14 @@ log = structlog.get_logger("receiver.app")
 
 
 def build_source(name: str, cfg: SourceSettings) -> webhooks.Source:
-    """A source's verifier (of its signature scheme) and provider adapter."""
+    """A source's verifier (of its signature scheme; none for a direct-only source) and
+    provider adapter."""
     return webhooks.Source(
         name,
-        get_provider(cfg.provider, cfg.generic),
-        build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys),
+        get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version),
+        build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys)
+        if cfg.secrets or cfg.public_keys
+        else direct.SignedWebhooksOff(),
     )
 
 
@@ -138,6 +141,15 @@ def create_app(
     metrics = Metrics(sources)
     admin = admin_routes(settings.server.admin_token)
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
+    hints = direct.DirectEndpoint(
+        {
+            n: cfg.direct_tokens
+            for n, cfg in settings.sources.items()
+            if cfg.webhook_mode == "direct"
+        },
+        settings.server.max_body_bytes,
+        settings.server.body_timeout_seconds,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -154,6 +166,7 @@ def create_app(
                 app.loop = asyncio.get_running_loop()
             app.state.store = runtime.store
             app.state.ingestor = webhook.ingestor = runtime.ingestor
+            hints.hints = runtime.hints
             log.info(
                 "started",
                 sources=sorted(sources),
@@ -176,6 +189,7 @@ def create_app(
     app = App(
         routes=[
             Route(WEBHOOKS + "{source}", webhook, methods=["POST"]),
+            Route(WEBHOOKS + "{source}/{token}", hints.handle, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),

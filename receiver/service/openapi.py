@@ -99,7 +99,7 @@ SCHEMAS: Json = {
         "source": {"type": "string"}, "job_id": {"type": "string"},
         "state": {"type": "string", "enum": _STATES}, "provider_status": {"type": "string"},
         "terminal": {"type": "boolean"}, "metadata": {"type": "object"},
-        "error": _nullable("string"),
+        "error": _nullable("string"), "error_code": _nullable("string"),
         "progress": {"type": "object", "nullable": True, "properties": {
             "done": _nullable("integer"), "total": _nullable("integer")}},
         "expected_pages": _nullable("integer"), "created_at": {"type": "string"},
@@ -146,6 +146,19 @@ OPERATIONS: dict[tuple[str, str], Json] = {
             "job_id": {"type": "string"}, "state": {"type": "string"}}}, "stored durably"),
             "400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR,
             "503": _json(_ref("Error"), "the store cannot commit: retry")},
+    },
+    ("/webhooks/{source}/{token}", "post"): {
+        "summary": "Receive a Reducto direct webhook: a hint, checked with the job API",
+        "security": [],
+        "parameters": [_PATH[0], {"name": "token", "in": "path", "required": True,
+                                  "schema": {"type": "string"}}],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}},
+        "responses": {"202": _json({"type": "object", "properties": {
+            "status": {"type": "string", "enum": ["hinted"]}, "job_id": {"type": "string"}}},
+            "the job will be looked up"),
+            "400": _ERROR, "404": _ERROR, "413": _ERROR,
+            "429": _json(_ref("Error"), "too many hints for untracked jobs"),
+            "503": _json(_ref("Error"), "starting: retry")},
     },
     ("/healthz", "get"): {"summary": "The process is alive", "security": [],
                           "responses": {"200": {"description": "alive"}}},

@@ -11,6 +11,7 @@ import structlog
 
 from handlers import load_handler
 from receiver.admin.notifier import Notifier
+from receiver.intake.direct import DirectHints
 from receiver.intake.ingest import Ingestor
 from receiver.intake.poller import Poller
 from receiver.loops import worker_id
@@ -88,7 +89,9 @@ class Runtime:
                     )
                     self.apis[name] = JobAPI(
                         source=name,
-                        provider=get_provider(cfg.provider, cfg.generic),
+                        provider=get_provider(
+                            cfg.provider, cfg.generic, api_version=cfg.api_version
+                        ),
                         base_url=cfg.api_base_url,
                         api_key=cfg.api_key,
                         client=api_client,
@@ -153,6 +156,12 @@ class Runtime:
             stack.push_async_callback(self._stop_task, watch)
             beats = asyncio.create_task(self.heartbeat.run(self._stop), name="heartbeat")
             stack.push_async_callback(self._stop_task, beats)
+            budgets = {
+                name: cfg.direct_unknown_per_minute
+                for name, cfg in settings.sources.items()
+                if cfg.webhook_mode == "direct"
+            }
+            self.hints = DirectHints(self.store, self.ingestor, self.apis, budgets)
             task = asyncio.create_task(
                 self.dispatcher.run(self._stop, settings.server.shutdown_grace_seconds),
                 name="dispatcher",
@@ -160,6 +169,9 @@ class Runtime:
             stack.push_async_callback(self._stop_task, task)
             poller = asyncio.create_task(self.poller.run(self._stop), name="poller")
             stack.push_async_callback(self._stop_task, poller)
+            if budgets:
+                hinted = asyncio.create_task(self.hints.run(self._stop), name="direct_hints")
+                stack.push_async_callback(self._stop_task, hinted)
             purger = asyncio.create_task(self.retention.run(self._stop), name="retention")
             stack.push_async_callback(self._stop_task, purger)
         except BaseException:

@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from receiver.sim import control
+from receiver.sim import control, submit
 from receiver.sim.blobs import chunks
 from receiver.sim.journal import key_hash
 from receiver.sim.shapes import QueryError
@@ -207,10 +207,23 @@ def build_app(sim: Simulator) -> Starlette:
     async def listing(request: Request) -> Response:
         return await _gated(request, _list)
 
-    routes = [Route(sim.shape.job_route, job, methods=["GET"])]
-    if sim.shape.list_route is not None:
-        routes.append(Route(sim.shape.list_route, listing, methods=["GET"]))
+    routes: list[Route] = []
+    for job_route, list_route in ((sim.shape.job_route, sim.shape.list_route),
+                                  *sim.shape.older_routes):  # fmt: skip
+        routes.append(Route(job_route, job, methods=["GET"]))
+        if list_route is not None:
+            routes.append(Route(list_route, listing, methods=["GET"]))
     routes.append(Route("/blobs/{blob_id}", _blob, methods=["GET"]))
+
+    async def submission(request: Request) -> Response:
+        return await _gated(request, submit.submit)
+
+    async def cancellation(request: Request) -> Response:
+        return await _gated(request, submit.cancel)
+
+    routes.extend(Route(path, submission, methods=["POST"]) for path in sim.shape.submit_routes)
+    if sim.shape.cancel_route is not None:
+        routes.append(Route(sim.shape.cancel_route, cancellation, methods=["POST"]))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

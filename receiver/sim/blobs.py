@@ -26,6 +26,19 @@ _UNIT = (
 )
 _TAIL = b"]}"
 MIN_SIZE = len(_HEAD) + len(_TAIL)
+_STAMP = (2026, 1, 1, 0, 0, 0)
+# What Knowhere's SDK (2.2.1) reads from a result zip: manifest.json (required), chunks.json and
+# full.md. The manifest carries no checksum: the SDK would compare it with the sha256 of the
+# whole zip the manifest is inside, which no zip can satisfy; the job answer's result_checksum
+# covers the zip instead.
+_MEMBERS = (
+    ("manifest.json", b'{"version":"2.0","source_file_name":"document.pdf",'
+     b'"processing_date":"2026-01-01T00:00:00Z",'
+     b'"files":{"chunks":"chunks.json","markdown":"full.md"}}'),
+    ("chunks.json", b'[{"chunk_id":"c1","type":"text","content":"Simulated result",'
+     b'"path":"Document/Page 1"}]'),
+    ("full.md", b"# Simulated result\n"),
+)  # fmt: skip
 Check = Literal["ok", "expired", "bad_signature"]
 
 
@@ -85,11 +98,15 @@ class _Sink:
 
 
 def zip_chunks(size: int) -> Iterator[bytes]:
-    """A stored (uncompressed) zip holding ``result.json`` of ``size`` bytes, streamed."""
+    """A stored (uncompressed) zip: Knowhere's small members, then ``result.json`` of ``size``
+    bytes, streamed."""
     sink = _Sink()
-    member = zipfile.ZipInfo("result.json", date_time=(2026, 1, 1, 0, 0, 0))
+    member = zipfile.ZipInfo("result.json", date_time=_STAMP)
     member.file_size = max(size, MIN_SIZE)
     with zipfile.ZipFile(sink, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in _MEMBERS:
+            archive.writestr(zipfile.ZipInfo(name, date_time=_STAMP), data)
+        yield from sink.drain()
         with archive.open(member, "w") as entry:
             for chunk in json_chunks(size):
                 entry.write(chunk)

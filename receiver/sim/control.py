@@ -28,6 +28,8 @@ class JobRequest(BaseModel):
     duration: float | None = Field(None, ge=0)
     result_bytes: int | None = Field(None, ge=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    error_code: str | None = None
+    """A failed job's error code, one its provider documents (the first by default)."""
 
 
 class FaultRequest(BaseModel):

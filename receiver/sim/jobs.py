@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 Outcome = Literal["succeeded", "failed"]
 ResultMode = Literal["inline", "url"]
+WebhookMode = Literal["svix", "direct", "none"]
+"""How a job's webhooks go: Svix-signed, unsigned ("direct", Reducto's other mode), or none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,13 @@ class Job:
     metadata: dict[str, Any]
     phases: tuple[Phase, ...]
     announced: int = 0
+    error_code: str | None = None
+    """What a failed job's error object says (one of its provider's documented codes)."""
+    kind: str = ""
+    """What was asked of the provider (Reducto: Parse, Extract, Split, Pipeline)."""
+    webhook_url: str | None = None
+    """Where this job's webhooks go, when its submission named a URL (else the simulator's)."""
+    webhook_mode: WebhookMode = "svix"
 
     @property
     def blob_id(self) -> str:
@@ -115,6 +124,10 @@ class JobBook:
         speed: float,
         result_bytes: int,
         metadata: dict[str, Any],
+        error_code: str | None = None,
+        kind: str = "",
+        webhook_url: str | None = None,
+        webhook_mode: WebhookMode = "svix",
     ) -> list[Job]:
         """Start ``count`` identical jobs now; their ids come from the seeded generator."""
         now = self.clock.time()
@@ -135,6 +148,10 @@ class JobBook:
                 result_bytes,
                 dict(metadata),
                 self.phases_for(outcome),
+                error_code=error_code if outcome == "failed" else None,
+                kind=kind,
+                webhook_url=webhook_url,
+                webhook_mode=webhook_mode,
             )
             self._jobs[job.id] = job
             self._blobs[job.blob_id] = job
@@ -144,6 +161,18 @@ class JobBook:
 
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)
+
+    def cancel(self, job: Job, phase: Phase) -> bool:
+        """End ``job`` now in ``phase`` (its provider's cancelled word); False when it has ended."""
+        now = self.clock.time()
+        index = job.index_at(now)
+        if job.phases[index].terminal:
+            return False
+        elapsed = (now - job.created) / job.wall_duration if job.wall_duration > 0 else 0.0
+        start = max(job.phases[index].start, min(elapsed, 1.0))
+        job.phases = (*job.phases[: index + 1], Phase(phase.word, phase.state, start))
+        heapq.heappush(self._due, (job.entered_at(index + 1), job.number, job))
+        return True
 
     def by_blob(self, blob_id: str) -> Job | None:
         return self._blobs.get(blob_id)

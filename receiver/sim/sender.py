@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("receiver.sim.sender")
 
 DeliveryState = Literal["pending", "in_flight", "delivered", "failed", "dropped"]
+DIRECT_RETRIES = 3
+"""Reducto retries a direct (unsigned) webhook 3 times; Svix follows its own schedule."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,9 @@ class Delivery:
     body: bytes
     state: DeliveryState = "pending"
     attempts: list[Attempt] = field(default_factory=list)
+    url: str | None = None
+    """Where it goes: the job's own webhook URL, else the simulator's."""
+    signed: bool = True
 
     def to_json(self) -> dict[str, Any]:
         attempts = [
@@ -57,6 +62,7 @@ class Delivery:
             "job_id": self.job_id,
             "status": self.status,
             "state": self.state,
+            "signed": self.signed,
             "attempts": attempts,
         }
 
@@ -104,13 +110,17 @@ class WebhookSender:
         """New deliveries for the phases entered since the last call."""
         made = []
         for job, index in self._book.advance(self._clock.time()):
-            if self.settings.url is None or not self._shape.sends_webhook(job, index):
+            url = job.webhook_url or self.settings.url
+            if url is None or job.webhook_mode == "none":
+                continue
+            if not self._shape.sends_webhook(job, index):
                 continue
             phase = job.phases[index]
             message_id, dropped = self._draw(job, phase.word)
             payload = self._shape.webhook_body(job, phase, job.entered_at(index), message_id)
             body = _json_bytes(payload)
-            delivery = Delivery(message_id, job.id, phase.word, body)
+            signed = job.webhook_mode != "direct"
+            delivery = Delivery(message_id, job.id, phase.word, body, url=url, signed=signed)
             self.deliveries.append(delivery)
             self.by_job.setdefault(job.id, []).append(delivery)
             made.append(delivery)
@@ -159,6 +169,8 @@ class WebhookSender:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     def _headers(self, delivery: Delivery) -> dict[str, str]:
+        if not delivery.signed:
+            return {"content-type": "application/json", "user-agent": "jobhook-simulator"}
         assert self._signer is not None
         timestamp = int(time.time())
         text = delivery.body.decode()
@@ -183,12 +195,12 @@ class WebhookSender:
 
     async def _attempt(self, delivery: Delivery) -> None:
         assert self.client is not None
-        assert self.settings.url is not None
+        assert delivery.url is not None
         async with self._slots:
             at = time.time()
             try:
                 response = await self.client.post(
-                    self.settings.url,
+                    delivery.url,
                     content=delivery.body,
                     headers=self._headers(delivery),
                     timeout=self.settings.timeout,
@@ -208,13 +220,19 @@ class WebhookSender:
         if attempt.status_code is not None and 200 <= attempt.status_code < 300:
             delivery.state = "delivered"
             log.info("sim_webhook_delivered", **fields)
-        elif number <= len(self.settings.retry_delays):
+        elif number <= self._retries(delivery):
             delivery.state = "pending"
-            self._schedule(delivery, self.settings.retry_delays[number - 1])
+            delays = self.settings.retry_delays or (0.0,)
+            self._schedule(delivery, delays[min(number, len(delays)) - 1])
             log.info("sim_webhook_retry_scheduled", **fields)
         else:
             delivery.state = "failed"
             log.warning("sim_webhook_gave_up", **fields)
+
+    def _retries(self, delivery: Delivery) -> int:
+        if not delivery.signed:
+            return DIRECT_RETRIES
+        return len(self.settings.retry_delays)
 
 
 def _json_bytes(payload: dict[str, Any]) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlsplit
 
 import httpx
 import structlog
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from receiver.sim.clock import Clock
-    from receiver.sim.jobs import Job, Outcome, ResultMode
+    from receiver.sim.jobs import Job, Outcome, ResultMode, WebhookMode
     from receiver.sim.limits import Target
     from receiver.sim.sender import Delivery
 
@@ -136,8 +137,16 @@ class Simulator:
         duration: float | None = None,
         result_bytes: int | None = None,
         metadata: dict[str, Any] | None = None,
+        error_code: str | None = None,
+        kind: str = "",
+        webhook_url: str | None = None,
+        webhook_mode: WebhookMode = "svix",
     ) -> list[str]:
-        """Start ``count`` jobs now; ValueError when this provider cannot return ``result``."""
+        """Start ``count`` jobs now; ValueError when this provider cannot return ``result``
+        or does not document ``error_code``."""
+        if error_code is not None and error_code not in self.shape.failures:
+            known = ", ".join(self.shape.failures)
+            raise ValueError(f"{self.provider} error codes are {known}")
         mode = result or self.shape.results[0]
         if mode not in self.shape.results:
             raise ValueError(f"{self.provider} results are {' or '.join(self.shape.results)}")
@@ -152,8 +161,17 @@ class Simulator:
             speed=self.speed,
             result_bytes=result_bytes or self.default_result_bytes,
             metadata=metadata or {},
+            error_code=error_code,
+            kind=kind,
+            webhook_url=webhook_url,
+            webhook_mode=webhook_mode,
         )
         return [job.id for job in made]
+
+    @property
+    def signs(self) -> bool:
+        """Whether this simulator can sign webhooks (it was given a ``whsec_`` secret)."""
+        return self.sender.settings.secret is not None
 
     def inject(
         self,
@@ -202,6 +220,9 @@ class Simulator:
             "created": job.created,
             "finishes": job.finishes_at,
             "metadata": job.metadata,
+            "kind": job.kind,
+            "webhook_url": _origin(job.webhook_url),
+            "webhook_mode": job.webhook_mode,
             "webhooks": [d.to_json() for d in self.sender.by_job.get(job.id, [])],
         }
 
@@ -236,3 +257,12 @@ class Simulator:
             self.sender.client = None
         self._stop = self._task = None
         log.info("sim_stopped", provider=self.provider)
+
+
+def _origin(url: str | None) -> str | None:
+    """Where a job's webhooks go, without the path: a direct webhook's path holds a secret."""
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{host}" + ("" if parts.port is None else f":{parts.port}")

@@ -139,6 +139,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         heartbeat_at    double precision NOT NULL
     );
     """,
+    # 3: SQLite's 5: the provider's error code beside its error text, on jobs and completions.
+    """
+    ALTER TABLE jobs ADD COLUMN error_code text;
+    ALTER TABLE completions ADD COLUMN error_code text;
+    """,
 )
 
 

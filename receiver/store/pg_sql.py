@@ -50,14 +50,16 @@ _FORWARD = f"jobs.terminal_at IS NULL AND {_rank('excluded.state')} >= {_rank('j
 UPSERT_JOB = f"""
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
                   last_news_at, terminal_at, progress_done, progress_total, expected_pages,
-                  next_poll_at)
-VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $7, $7, $8, $9, $10, $11, $12)
+                  next_poll_at, error_code)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $7, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (source, job_id) DO UPDATE SET
     state = CASE WHEN {_FORWARD} THEN excluded.state ELSE jobs.state END,
     provider_status = CASE WHEN {_FORWARD} THEN excluded.provider_status
                            ELSE jobs.provider_status END,
     error = CASE WHEN jobs.terminal_at IS NULL THEN coalesce(excluded.error, jobs.error)
                  ELSE jobs.error END,
+    error_code = CASE WHEN jobs.terminal_at IS NULL
+                      THEN coalesce(excluded.error_code, jobs.error_code) ELSE jobs.error_code END,
     terminal_at = coalesce(jobs.terminal_at, excluded.terminal_at),
     metadata = jobhook_merge_patch(jobs.metadata, excluded.metadata),
     updated_at = excluded.updated_at,
@@ -72,9 +74,9 @@ RETURNING state
 
 INSERT_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref)
+                         next_attempt_at, phase, result_ref, error_code)
 SELECT source, job_id, state, provider_status, metadata, error, $3::double precision,
-       $3::double precision, $4::text, $5::text
+       $3::double precision, $4::text, $5::text, error_code
 FROM jobs WHERE source = $1 AND job_id = $2
 ON CONFLICT (source, job_id) DO NOTHING RETURNING id
 """

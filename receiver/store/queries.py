@@ -25,7 +25,8 @@ _LISTING = """
 SELECT j.source, j.job_id, j.state, j.provider_status, j.metadata, j.created_at, j.updated_at,
        j.last_news_at, j.terminal_at, j.progress_done, j.progress_total, j.expected_pages,
        j.error, j.poll_attempts,
-       c.phase, c.confidence, c.result_path, c.result_sha256, c.result_bytes
+       c.phase, c.confidence, c.result_path, c.result_sha256, c.result_bytes,
+       coalesce(j.error_code, c.error_code)
 FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
 """
 
@@ -135,7 +136,7 @@ def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple
 
 
 def listing_row(r: Sequence[Any]) -> JobListing:
-    return JobListing(records.job_row(r[:14]), r[14], r[15], r[16], r[17], r[18])
+    return JobListing(records.job_row(r[:14]), r[14], r[15], r[16], r[17], r[18], r[19])
 
 
 def delivery_row(r: Sequence[Any]) -> DeliveryRow:

@@ -35,13 +35,13 @@ def delivery_params(event: Event, at: float) -> tuple[Any, ...]:
 def job_args(event: Event, at: float) -> tuple[Any, ...]:
     """The job row's arguments in UPSERT_JOB's order (both stores): source, job_id, state,
     provider_status, metadata, error, now, terminal_at, progress_done, progress_total,
-    expected_pages, poll_at."""
+    expected_pages, poll_at, error_code."""
     progress = event.progress
     return (
         event.source, event.job_id, event.state.value, event.provider_status,
         jsontext.dumps(event.metadata), event.error, at, at if event.state.terminal else None,
         progress.done if progress else None, progress.total if progress else None,
-        event.expected_pages, event.poll_at,
+        event.expected_pages, event.poll_at, event.error_code,
     )  # fmt: skip
 
 
@@ -72,6 +72,7 @@ def resolution_params(completion_id: int, owner: str, r: Resolution) -> tuple[An
         r.result_sha256,
         r.result_bytes,
         r.error,
+        r.error_code,
         state,
         r.provider_status,
         now(),

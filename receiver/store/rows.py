@@ -71,6 +71,8 @@ class Resolution:
     provider_status: str | None = None
     confidence: float | None = None
     """The job-level confidence the result reports (its least confident field), if any."""
+    error_code: str | None = None
+    """The provider's error code, when its job API reports one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +113,8 @@ class JobListing:
     result_path: str | None = None
     result_sha256: str | None = None
     result_bytes: int | None = None
+    error_code: str | None = None
+    """The provider's error code, as the job's news or its confirming job API call gave it."""
 
     @property
     def key(self) -> JobKey:

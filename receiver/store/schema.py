@@ -103,4 +103,10 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         heartbeat_at    REAL NOT NULL
     );
     """,
+    # 5: the provider's error code (DOCUMENT_CORRUPT, PARSE_ERROR...) beside its error text, on
+    # the job (from webhooks and polls) and its completion (from the confirming job API call).
+    """
+    ALTER TABLE jobs ADD COLUMN error_code TEXT;
+    ALTER TABLE completions ADD COLUMN error_code TEXT;
+    """,
 )

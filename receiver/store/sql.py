@@ -24,8 +24,8 @@ VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 _INSERT_JOB_ROW = """
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
                   last_news_at, terminal_at, progress_done, progress_total, expected_pages,
-                  next_poll_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8, ?9, ?10, ?11, ?12)
+                  next_poll_at, error_code)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
 """
 
 INSERT_NEW_JOB = _INSERT_JOB_ROW + "ON CONFLICT DO NOTHING\n"
@@ -39,6 +39,8 @@ UPSERT_JOB = (
                            ELSE jobs.provider_status END,
     error = CASE WHEN jobs.terminal_at IS NULL THEN coalesce(excluded.error, jobs.error)
                  ELSE jobs.error END,
+    error_code = CASE WHEN jobs.terminal_at IS NULL
+                      THEN coalesce(excluded.error_code, jobs.error_code) ELSE jobs.error_code END,
     terminal_at = coalesce(jobs.terminal_at, excluded.terminal_at),
     metadata = json_patch(jobs.metadata, excluded.metadata),
     updated_at = excluded.updated_at,
@@ -54,8 +56,9 @@ RETURNING state
 
 INSERT_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref)
-SELECT source, job_id, state, provider_status, metadata, error, :now, :now, :phase, :result_ref
+                         next_attempt_at, phase, result_ref, error_code)
+SELECT source, job_id, state, provider_status, metadata, error, :now, :now, :phase, :result_ref,
+       error_code
 FROM jobs WHERE source = :source AND job_id = :job_id
 ON CONFLICT (source, job_id) DO NOTHING
 """
@@ -63,11 +66,12 @@ ON CONFLICT (source, job_id) DO NOTHING
 
 INSERT_NEW_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9) ON CONFLICT (source, job_id) DO NOTHING
+                         next_attempt_at, phase, result_ref, error_code)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10) ON CONFLICT (source, job_id) DO NOTHING
 """
 """INSERT_COMPLETION for a job created in the same transaction: its row is ``job_args``' first
-seven values, so they are inserted as they are instead of read back (~3 us a webhook)."""
+seven values (then phase, result reference and error code), so they are inserted as they are
+instead of read back (~3 us a webhook)."""
 
 INSERT_DISPATCH = """
 INSERT INTO dispatches (completion_id, handler, next_attempt_at, updated_at)
@@ -103,7 +107,7 @@ RETURNING {_COMPLETION_COLUMNS}
 
 RESOLVE_COMPLETION = """
 UPDATE completions SET phase = 'ready', result_path = ?, result_sha256 = ?, result_bytes = ?,
-    error = coalesce(?, error), state = coalesce(?, state),
+    error = coalesce(?, error), error_code = coalesce(?, error_code), state = coalesce(?, state),
     provider_status = coalesce(?, provider_status), resolved_at = ?, confidence = ?,
     lease_owner = NULL, lease_until = NULL
 WHERE id = ? AND lease_owner = ?

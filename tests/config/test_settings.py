@@ -144,3 +144,15 @@ def test_zero_config_file_handler_follows_the_data_dir() -> None:
     settings = load_settings(None, environ={"JOBHOOK_DATA_DIR": "/srv/jh"})
     assert settings.handlers[0].options["dir"] == "/srv/jh/out"
     assert settings.store.url == "sqlite:////srv/jh/jobhook.db"
+
+
+def test_knowhere_api_version_is_v1_or_v2(tmp_path: Path) -> None:
+    base = f'[sources.k]\nprovider = "knowhere"\nsecrets = ["{SECRET}"]\n'
+    settings = _load(tmp_path, base + 'api_version = "v1"\n')
+    assert settings.sources["k"].api_version == "v1"  # type: ignore[attr-defined]
+    assert "sources.k.api_version" in _error(tmp_path, base + 'api_version = "v3"\n')
+
+
+def test_api_version_is_refused_for_other_providers(tmp_path: Path) -> None:
+    message = _error(tmp_path, SOURCE + f'secrets = ["{SECRET}"]\napi_version = "v1"\n')
+    assert "api_version is for provider 'knowhere'" in message

@@ -27,7 +27,13 @@ WEBHOOK_PATHS = {"reducto": "reducto", "docurift": "docurift", "knowhere": "know
 
 
 def poll_settings(
-    tmp_path: Path, provider: str, sim_url: str, *, rpm: float = 300, grace: float = 0.3
+    tmp_path: Path,
+    provider: str,
+    sim_url: str,
+    *,
+    rpm: float = 300,
+    grace: float = 0.3,
+    extra: str = "",
 ) -> Settings:
     config = tmp_path / f"{provider}.toml"
     config.write_text(
@@ -42,6 +48,7 @@ provider = "{provider}"
 secrets = ["{SECRET}"]
 api_base_url = "{sim_url}"
 api_key = "{API_KEY}"
+{extra}
 [sources.{provider}.poll]
 grace_seconds = {grace}
 initial_delay = 0.2
@@ -289,3 +296,21 @@ async def test_a_job_api_answer_nested_too_deeply_is_a_provider_error() -> None:
                      api_key=Secret(API_KEY), client=client, limiter=RateLimiter(600))  # fmt: skip
         with pytest.raises(ProviderError, match="invalid JSON"):
             await api.get_job("job-1")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("extra", "version"), [("", "v2"), ('api_version = "v1"', "v1")])
+async def test_knowhere_polls_speak_the_configured_api_version(
+    tmp_path: Path, extra: str, version: str
+) -> None:
+    # v2 is the default (what Knowhere's SDK speaks); a v1 configuration keeps working.
+    sim = Simulator("knowhere", api_key=API_KEY, duration=0.0, result_bytes=1024)
+    async with live_server(build_app(sim)) as sim_url:
+        settings = poll_settings(tmp_path, "knowhere", sim_url, grace=0.0, extra=extra)
+        app = create_app(settings)
+        async with live_server(app):
+            (job_id,) = sim.create_jobs(1)
+            await _track(app, "knowhere", [job_id])
+            await _wait_for_files(tmp_path / "out", "knowhere", [job_id], timeout=30)
+    paths = {e.path for e in _api_entries(sim)}
+    assert paths == {f"/{version}/jobs/{job_id}"}

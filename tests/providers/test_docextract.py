@@ -51,6 +51,7 @@ def test_failed_job_has_its_error_details() -> None:
     status = docextract.parse_job(S["job_failed"], source="x", job_id="job_abc124")
     assert (status.state, status.result) == (State.FAILED, None)
     assert status.error == "extraction_failed: No text layer"
+    assert status.error_code == "extraction_failed"
 
 
 def test_last_list_page_has_no_next_offset() -> None:

@@ -29,6 +29,7 @@ def test_failed_event_is_failed_with_its_error() -> None:
     event = docurift.parse_webhook(S["webhook_failed"], source="d", message_id="evt_9b1f2d")
     assert (event.job_id, event.state) == ("doc_71c0a3", State.FAILED)
     assert event.error == "UNREADABLE: Page 1 could not be read"
+    assert event.error_code == "UNREADABLE"
     assert event.metadata == {}
 
 

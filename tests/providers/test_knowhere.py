@@ -71,7 +71,8 @@ def test_done_job_without_result_url_is_retried_later() -> None:
 def test_failed_job_has_code_and_message() -> None:
     status = knowhere.parse_job(S["job_failed"], source="k", job_id="job_5d1f")
     assert (status.state, status.result) == (State.FAILED, None)
-    assert status.error == "PARSE_ERROR: Unsupported file type"
+    assert status.error == "PARSE_ERROR: Unsupported file type (request req_77)"
+    assert status.error_code == "PARSE_ERROR"
 
 
 def test_rate_limited_body_gives_a_retry_hint() -> None:
@@ -94,8 +95,17 @@ def test_job_list_reads_ids_statuses_and_cursor() -> None:
     assert knowhere.parse_list(body) == ([("job_5d1e", "done")], "n2")
 
 
-def test_job_list_path_is_v1_jobs_with_the_cursor() -> None:
-    path = knowhere.list_path(cursor="n2")
+@pytest.mark.parametrize(("version", "expected"), [(None, "v2"), ("v2", "v2"), ("v1", "v1")])
+def test_job_and_list_paths_follow_the_api_version(version: str | None, expected: str) -> None:
+    adapter = get_provider("knowhere", api_version=version)
+    assert adapter.job_path("job 1") == f"/{expected}/jobs/job%201"
+    path = adapter.list_path(cursor="n2")
     assert path is not None
     parts = urlsplit(path)
-    assert (parts.path, parse_qs(parts.query)) == ("/v1/jobs", {"cursor": ["n2"]})
+    assert (parts.path, parse_qs(parts.query)) == (f"/{expected}/jobs", {"cursor": ["n2"]})
+
+
+def test_v2_progress_may_be_a_fraction() -> None:
+    status = knowhere.parse_job({"job_id": "j", "status": "running", "progress": 0.25},
+                                source="k", job_id="j")  # fmt: skip
+    assert status.progress == Progress(250, 1000)

@@ -57,7 +57,22 @@ def test_failed_job_carries_its_reason_and_no_result() -> None:
     status = reducto.parse_job(S["job_failed"], source="r", job_id="j")
     assert (status.state, status.result) == (State.FAILED, None)
     assert status.error == "Document could not be opened: file is encrypted"
+    assert status.error_code is None  # the guide's answer has text only
     assert status.progress is None
+
+
+def test_failed_job_keeps_the_sdk_error_objects_code() -> None:
+    # reductoai 0.25.0's ErrorDetail: code is a number, the enum is in name.
+    status = reducto.parse_job(S["job_failed_sdk"], source="r", job_id="j")
+    assert status.error_code == "DOCUMENT_PASSWORD_PROTECTED"
+    assert status.error == "Document could not be opened: file is encrypted"
+
+
+def test_an_error_object_without_a_reason_gives_the_text_too() -> None:
+    body = {"status": "Failed", "error": {"code": 504, "message": "Processing timed out",
+                                          "name": "TIMEOUT"}}  # fmt: skip
+    status = reducto.parse_job(body, source="r", job_id="j")
+    assert (status.error_code, status.error) == ("TIMEOUT", "TIMEOUT: Processing timed out")
 
 
 def test_job_list_page_gives_ids_statuses_and_no_cursor_at_the_end() -> None:

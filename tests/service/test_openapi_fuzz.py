@@ -32,18 +32,34 @@ parameters = {{ "query.timeout" = 0.05 }}
 [[operations]]
 include-path = "/webhooks/{{source}}"
 parameters = {{ "path.source" = "reducto" }}
+
+[[operations]]
+include-path = "/webhooks/{{source}}/{{token}}"
+parameters = {{ "path.source" = "hinted", "path.token" = "{direct_token}" }}
+"""
+# A Reducto source taking direct webhooks, so fuzzed hints get past its path token; its job API
+# is a port nobody listens on (a hint's look-up fails and is logged).
+DIRECT_TOKEN = "fuzz-direct-token-0123456789abcdef"
+DIRECT = f"""
+[sources.hinted]
+provider = "reducto"
+webhook_mode = "direct"
+direct_tokens = ["{DIRECT_TOKEN}"]
+api_base_url = "http://127.0.0.1:9"
+api_key = "unused-key"
 """
 
 
 @pytest.mark.slow
 async def test_no_generated_request_gets_a_server_error(tmp_path: Path) -> None:
-    app = create_app(admin_settings(tmp_path))
+    app = create_app(admin_settings(tmp_path, extra=DIRECT))
     async with live_server(app) as url:
         async with httpx.AsyncClient(base_url=url) as client:
             await deliver(client, "job-1", customer="acme")
             await deliver(client, "job-2", status="Failed")
         config = tmp_path / "schemathesis.toml"
-        config.write_text(CONFIG.format(authorization=AUTH["Authorization"]), encoding="utf-8")
+        text = CONFIG.format(authorization=AUTH["Authorization"], direct_token=DIRECT_TOKEN)
+        config.write_text(text, encoding="utf-8")
         schemathesis = Path(sys.executable).with_name("schemathesis")
         run = await asyncio.create_subprocess_exec(
             str(schemathesis), "--config-file", str(config), "run", f"{url}/openapi.json",
@@ -62,4 +78,4 @@ async def test_no_generated_request_gets_a_server_error(tmp_path: Path) -> None:
             assert (await client.get("/readyz")).status_code == 200
     report = output.decode(errors="replace")
     assert run.returncode == 0, report[-6000:]
-    assert "Tested: 11" in report, report[-3000:]  # every operation but /events was run
+    assert "Tested: 12" in report, report[-3000:]  # every operation but /events was run

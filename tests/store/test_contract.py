@@ -333,6 +333,22 @@ class TestStoreContract:
         assert await store.acquire_lease("poller", "b", 30, now + 51)
         assert not await store.acquire_lease("poller", "a", 30, now + 52)
 
+    async def test_error_codes_are_kept_from_news_and_from_the_resolution(
+        self, store: Store
+    ) -> None:
+        # A new job's first news (its own insert path), then a known job's (the upsert).
+        await store.ingest(news("job-1", State.FAILED, "m1", error_code="TIMEOUT"), ["files"])
+        await store.ingest(news("job-2", State.QUEUED, "m2"), ["files"])
+        await store.ingest(news("job-2", State.FAILED, "m3", error_code="PARSE_ERROR"), [])
+        # Reducto's webhook has no code: the confirming job API call brings it.
+        await store.ingest(news("job-3", State.FAILED, "m4"), ["files"], resolve=True)
+        claimed = await store.claim_completions("w1", 10, 30, time.time() + 1)
+        (row,) = [c for c in claimed if c.job_id == "job-3"]
+        resolution = Resolution(error="corrupt", error_code="DOCUMENT_CORRUPT")
+        await store.resolve_completion(row.id, "w1", resolution)
+        listed = {r.job.job_id: r.error_code for r in await store.list_jobs(JobFilter(), limit=10)}
+        assert listed == {"job-1": "TIMEOUT", "job-2": "PARSE_ERROR", "job-3": "DOCUMENT_CORRUPT"}
+
     async def test_admin_listing_filters_metadata_as_text_and_pages_by_key(
         self, store: Store
     ) -> None:

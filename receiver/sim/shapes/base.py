@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     import random
     from collections.abc import Mapping
 
-    from receiver.sim.jobs import Job, Outcome, Phase, ResultMode, Snapshot
+    from receiver.sim.jobs import Job, Outcome, Phase, ResultMode, Snapshot, WebhookMode
 
 ErrorKind = Literal["unauthorized", "not_found", "rate_limited", "server_error", "bad_request"]
 BlobKind = Literal["json", "zip"]
@@ -19,6 +19,32 @@ BlobKind = Literal["json", "zip"]
 
 class QueryError(ValueError):
     """A list endpoint's query string is invalid (answered 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """What a submission asked for: its metadata, and where (and how) its webhooks go."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kind: str = ""
+    webhook_url: str | None = None
+    webhook_mode: WebhookMode = "svix"
+
+
+def json_object(body: Any, what: str = "the body") -> dict[str, Any]:
+    """``body`` as a JSON object, or a QueryError (answered 400)."""
+    if not isinstance(body, dict):
+        raise QueryError(f"{what} must be a JSON object")
+    return body
+
+
+def webhook_url(value: Any, name: str) -> str | None:
+    """An http(s) webhook URL from a submission (None when absent), or a QueryError."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise QueryError(f"{name} must be an http(s) URL")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +95,25 @@ class Shape:
     reports_checksum: ClassVar[bool] = False
     job_route: ClassVar[str]
     list_route: ClassVar[str | None] = None
+    older_routes: ClassVar[tuple[tuple[str, str | None], ...]] = ()
+    """(job route, list route) of older API versions still served with the same bodies."""
     running: ClassVar[tuple[Phase, ...]]
     succeeded: ClassVar[Phase]
     failed: ClassVar[Phase]
     webhook_on_running: ClassVar[bool] = False
     event_prefix: ClassVar[str] = "msg_"
+    failures: ClassVar[Mapping[str, str]]
+    submit_routes: ClassVar[tuple[str, ...]] = ()
+    """``POST`` routes that create a job (answered by ``submitted_body``)."""
+    submit_status: ClassVar[int] = 200
+    cancel_route: ClassVar[str | None] = None
+    cancelled: ClassVar[Phase | None] = None
+    """The documented error codes of a failed job and their messages; the first is the default."""
+
+    def failure(self, job: Job) -> tuple[str, str]:
+        """A failed job's (error code, message)."""
+        code = job.error_code or next(iter(self.failures))
+        return code, self.failures[code]
 
     def phases_for(self, outcome: Outcome) -> tuple[Phase, ...]:
         """The job's status words in order; phases marked success-only are skipped on failure."""
@@ -100,6 +140,14 @@ class Shape:
 
     def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
         """The job GET endpoint's JSON body."""
+        raise NotImplementedError
+
+    def read_submission(self, path: str, body: Any) -> Submission:
+        """What a ``POST`` to ``path`` (one of ``submit_routes``) asks; QueryError when invalid."""
+        raise NotImplementedError
+
+    def submitted_body(self, job: Job, snap: Snapshot) -> dict[str, Any]:
+        """The answer to a submission that created ``job``."""
         raise NotImplementedError
 
     def list_body(

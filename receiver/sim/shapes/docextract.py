@@ -5,7 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from receiver.sim.jobs import Phase
-from receiver.sim.shapes.base import QueryError, Shape, hmac_hex, int_param, iso, parse_iso
+from receiver.sim.shapes.base import (
+    QueryError,
+    Shape,
+    Submission,
+    hmac_hex,
+    int_param,
+    iso,
+    json_object,
+    parse_iso,
+    webhook_url,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -38,15 +48,36 @@ class DocExtract(Shape):
     default_rpm = 100.0
     job_route = "/v1/documents/{job_id}"
     list_route = "/v1/documents"
+    submit_routes = ("/v1/documents",)
+    submit_status = 201
     running = (Phase("queued", "queued", 0.0), Phase("processing", "running", 0.15))
     succeeded = Phase("completed", "succeeded", 1.0)
     failed = Phase("failed", "failed", 1.0)
+    failures = {
+        "extraction_failed": "No text layer",
+        "unsupported_format": "The document's format is not supported",
+    }
+
+    def read_submission(self, path: str, body: Any) -> Submission:
+        # POST /v1/documents, as the guide's reprocessing describes it.
+        body = json_object(body)
+        for name in ("document_url", "extractor_id"):
+            if not isinstance(body.get(name), str) or not body[name]:
+                raise QueryError(f"{name} is required")
+        metadata = json_object(body.get("metadata") or {}, "metadata")
+        url = webhook_url(body.get("webhook_url"), "webhook_url")
+        return Submission(metadata, "document", url)
+
+    def submitted_body(self, job: Job, snap: Snapshot) -> dict[str, Any]:
+        return {"id": job.id, "extractor_id": EXTRACTOR, "status": snap.phase.word,
+                "metadata": job.metadata, "created_at": iso(job.created)}  # fmt: skip
 
     def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
         status = snap.phase.word
         created = iso(job.created)
         if status == "failed":
-            error = {"code": "extraction_failed", "message": "No text layer"}
+            code, message = self.failure(job)
+            error = {"code": code, "message": message}
             return {"id": job.id, "status": status, "error_details": error, "created_at": created}
         body: dict[str, Any] = {
             "id": job.id,

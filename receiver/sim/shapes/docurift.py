@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from receiver.sim.jobs import Phase
-from receiver.sim.shapes.base import Shape, hmac_hex, iso
+from receiver.sim.shapes.base import (
+    QueryError,
+    Shape,
+    Submission,
+    hmac_hex,
+    iso,
+    json_object,
+    webhook_url,
+)
 
 if TYPE_CHECKING:
     import random
@@ -13,7 +21,6 @@ if TYPE_CHECKING:
     from receiver.sim.jobs import Job, Snapshot
     from receiver.sim.shapes.base import ErrorKind, ResultLink
 
-_ERROR = {"code": "UNREADABLE", "message": "Page 1 could not be read"}
 _CODES: dict[ErrorKind, str] = {
     "unauthorized": "UNAUTHORIZED",
     "not_found": "NOT_FOUND",
@@ -33,9 +40,29 @@ class DocuRift(Shape):
     succeeded = Phase("completed", "succeeded", 1.0)
     failed = Phase("failed", "failed", 1.0)
     event_prefix = "evt_"
+    submit_routes = ("/v1/documents",)
+    submit_status = 201
+    failures = {"UNREADABLE": "Page 1 could not be read"}
+
+    def _error(self, job: Job) -> dict[str, str]:
+        code, message = self.failure(job)
+        return {"code": code, "message": message}
 
     def new_id(self, rng: random.Random) -> str:
         return f"doc_{rng.getrandbits(48):012x}"
+
+    def read_submission(self, path: str, body: Any) -> Submission:
+        # Not in the guide: a POST on the documents collection, in its camelCase style.
+        body = json_object(body)
+        if not isinstance(body.get("url"), str) or not body["url"]:
+            raise QueryError("url is required")
+        metadata = json_object(body.get("metadata") or {}, "metadata")
+        url = webhook_url(body.get("webhookUrl"), "webhookUrl")
+        return Submission(metadata, "document", url)
+
+    def submitted_body(self, job: Job, snap: Snapshot) -> dict[str, Any]:
+        data = {"documentId": job.id, "status": snap.phase.word, "createdAt": iso(job.created)}
+        return {"success": True, "data": data}
 
     def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
         data: dict[str, Any] = {"documentId": job.id, "status": snap.phase.word}
@@ -44,7 +71,7 @@ class DocuRift(Shape):
             fields = {"invoice_number": str(1000 + job.number), "total": total}
             data["result"] = {"documentType": "invoice", "fields": fields}
         elif snap.phase.word == "failed":
-            data["error"] = dict(_ERROR)
+            data["error"] = self._error(job)
         return {"success": True, "data": data}
 
     def webhook_body(self, job: Job, phase: Phase, at: float, event_id: str) -> dict[str, Any]:
@@ -61,7 +88,7 @@ class DocuRift(Shape):
             )
         else:
             kind = "document.processing.failed"
-            data["error"] = dict(_ERROR)
+            data["error"] = self._error(job)
         return {
             "id": event_id,
             "type": kind,

@@ -1,11 +1,19 @@
-"""Knowhere: ``GET /v1/jobs/{id}``, 60 requests/minute, zip results behind expiring URLs."""
+"""Knowhere: ``GET /v2/jobs/{id}`` (and v1), 60 requests a minute, zip results at expiring URLs."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from receiver.sim.jobs import Phase
-from receiver.sim.shapes.base import QueryError, Shape, cursor_page, iso
+from receiver.sim.shapes.base import (
+    QueryError,
+    Shape,
+    Submission,
+    cursor_page,
+    iso,
+    json_object,
+    webhook_url,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -28,8 +36,10 @@ class Knowhere(Shape):
     results = ("url",)
     blob_kind = "zip"
     reports_checksum = True
-    job_route = "/v1/jobs/{job_id}"
-    list_route = "/v1/jobs"
+    job_route = "/v2/jobs/{job_id}"
+    list_route = "/v2/jobs"
+    older_routes = (("/v1/jobs/{job_id}", "/v1/jobs"),)
+    submit_routes = ("/v2/jobs", "/v1/jobs")
     running = (
         Phase("waiting-file", "queued", 0.0),
         Phase("pending", "queued", 0.05),
@@ -38,6 +48,33 @@ class Knowhere(Shape):
     )
     succeeded = Phase("done", "succeeded", 1.0)
     failed = Phase("failed", "failed", 1.0)
+    failures = {
+        "PARSE_ERROR": "Unsupported file type",
+        "DEADLINE_EXCEEDED": "Parsing did not finish in time",
+        "INTERNAL": "Internal error while parsing",
+    }
+
+    def read_submission(self, path: str, body: Any) -> Submission:
+        # knowhere-python-sdk 2.2.1's jobs.create body.
+        body = json_object(body)
+        if body.get("source_type") != "url":
+            raise QueryError("source_type: the simulator takes 'url' sources (no uploads)")
+        if not isinstance(body.get("source_url"), str) or not body["source_url"]:
+            raise QueryError("source_url is required when source_type is 'url'")
+        hook = json_object(body.get("webhook") or {}, "webhook")
+        url = webhook_url(hook.get("url"), "webhook.url")
+        metadata = {k: body[k] for k in ("data_id", "namespace") if isinstance(body.get(k), str)}
+        return Submission(metadata, "url", url, "svix" if url else "none")
+
+    def submitted_body(self, job: Job, snap: Snapshot) -> dict[str, Any]:
+        return {
+            "job_id": job.id,
+            "status": snap.phase.word,
+            "source_type": job.kind or "url",
+            "namespace": job.metadata.get("namespace", "default"),
+            "data_id": job.metadata.get("data_id"),
+            "created_at": iso(job.created),
+        }
 
     def _progress(self, job: Job, snap: Snapshot) -> dict[str, int]:
         if snap.phase.word == "running":
@@ -49,15 +86,14 @@ class Knowhere(Shape):
     def job_body(self, job: Job, snap: Snapshot, link: ResultLink | None) -> dict[str, Any]:
         status = snap.phase.word
         if status == "failed":
-            error = {
-                "code": "PARSE_ERROR",
-                "message": "Unsupported file type",
-                "request_id": f"req_{job.number}",
-            }
-            return {"job_id": job.id, "status": status, "error": error}
+            code, message = self.failure(job)
+            error = {"code": code, "message": message, "request_id": f"req_{job.number}"}
+            return {"job_id": job.id, "status": status, "source_type": job.kind or "url",
+                    "error": error}  # fmt: skip
         body: dict[str, Any] = {
             "job_id": job.id,
             "status": status,
+            "source_type": job.kind or "url",
             "progress": self._progress(job, snap),
         }
         if status == "done" and link is not None:

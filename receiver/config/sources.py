@@ -1,0 +1,127 @@
+"""``[sources.NAME]``: a provider, how its webhooks are signed, its job API and poll budget."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from receiver.config.base import SecretValue, _Section
+from receiver.config.direct import check_direct
+from receiver.providers import PROVIDERS
+from receiver.providers.mapping import GenericSettings
+from receiver.secret import Secret, resolve_secret
+from receiver.signatures import check_hmac_secret, check_scheme
+from receiver.signatures.base import parse_public_key
+from receiver.signatures.svix import check_svix_secret
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class PollSettings(_Section):
+    enabled: bool = True
+    grace_seconds: float = Field(120.0, ge=0)
+    initial_delay: float = Field(2.0, gt=0)
+    max_delay: float = Field(60.0, gt=0)
+    # Unset: the provider's default (receiver.providers.ratelimit), then what the server says;
+    # set: a ceiling the learned budget never exceeds.
+    requests_per_minute: float | None = Field(None, gt=0)
+    give_up_after_hours: float = Field(30.0, gt=0)
+    reconcile: bool = False
+    reconcile_interval_seconds: float = Field(600.0, gt=0)
+
+    def first_delay(self, pages: int | None) -> float:
+        """The delay of a job's first poll: small documents are checked sooner, large ones later."""
+        scale = 1.0 if pages is None else min(max(pages / 20.0, 0.25), 20.0)
+        return min(self.initial_delay * scale, self.max_delay)
+
+    def first_poll_at(self, pages: int | None, now: float) -> float:
+        """When a job just heard of is polled first, unless news comes before."""
+        return now + self.grace_seconds + self.first_delay(pages)
+
+
+class SourceSettings(_Section):
+    provider: str
+    signature: str = "svix"
+    webhook_mode: Literal["svix", "direct"] = "svix"
+    """Reducto only: ``direct`` takes its unsigned webhooks at ``/webhooks/NAME/TOKEN`` as hints
+    that send jobhook to the job API (see Security); ``svix`` (the default) verifies them."""
+    public_keys: tuple[str, ...] = ()
+    """``whpk_`` ed25519 keys for Standard Webhooks ``v1a`` signatures (svix only)."""
+    secrets: tuple[SecretValue, ...] = Field((), validate_default=True)
+    api_base_url: str | None = None
+    api_key: SecretValue | None = None
+    poll: PollSettings = PollSettings()
+    generic: GenericSettings | None = None
+    api_version: Literal["v1", "v2"] | None = None
+    """Knowhere only: the API version spoken (``/v2/jobs`` by default, as its SDK does; ``v1``)."""
+    direct_tokens: tuple[SecretValue, ...] = ()
+    """``webhook_mode = "direct"``: the secret path tokens of the webhook URL (at least 128 bits
+    each, as ``secrets.token_urlsafe(32)`` makes them; several during a rotation)."""
+    direct_unknown_per_minute: int = Field(30, ge=0)
+    """``webhook_mode = "direct"``: hints about jobs jobhook does not track that are looked up
+    a minute at most; more are refused with 429, so a flood cannot spend the API's budget."""
+
+    @field_validator("provider")
+    @classmethod
+    def _known_provider(cls, provider: str) -> str:
+        if provider not in PROVIDERS:
+            raise ValueError(
+                f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}"
+            )
+        return provider
+
+    @field_validator("signature")
+    @classmethod
+    def _known_scheme(cls, scheme: str, info: ValidationInfo) -> str:
+        check_scheme(scheme, info.data.get("provider"))  # absent when it was refused
+        return scheme
+
+    @field_validator("public_keys")
+    @classmethod
+    def _valid_public_keys(cls, keys: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        if keys and info.data.get("signature", "svix") != "svix":
+            raise ValueError("public keys (v1a) are only for signature 'svix'")
+        env = info.context.get("env") if isinstance(info.context, dict) else None
+        resolved = tuple(resolve_secret(key, env) for key in keys)
+        for index, key in enumerate(resolved):
+            parse_public_key(key, index)
+        return resolved
+
+    @field_validator("secrets")
+    @classmethod
+    def _valid_secrets(
+        cls, secrets: tuple[Secret, ...], info: ValidationInfo
+    ) -> tuple[Secret, ...]:
+        # public_keys is absent from info.data when it was refused: its own error suffices.
+        direct = info.data.get("webhook_mode") == "direct"
+        if not secrets and not direct and not info.data.get("public_keys", ("refused",)):
+            raise ValueError(
+                "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
+                'add secrets = ["env:NAME"] naming the provider\'s signing secret'
+            )
+        # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
+        scheme = info.data.get("signature")
+        for index, secret in enumerate(secrets):
+            if scheme == "svix":
+                check_svix_secret(secret.reveal(), index)
+            elif scheme is not None:
+                check_hmac_secret(secret.reveal(), index)
+        return secrets
+
+    @model_validator(mode="after")
+    def _generic_table(self) -> SourceSettings:
+        if self.provider == "generic" and self.generic is None:
+            raise ValueError("provider 'generic' needs a [sources.NAME.generic] table")
+        if self.provider != "generic" and self.generic is not None:
+            raise ValueError(
+                f"a generic table is only for provider 'generic', not {self.provider!r}"
+            )
+        if self.api_version is not None and self.provider != "knowhere":
+            raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
+        if self.webhook_mode == "direct":
+            check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
+        elif self.direct_tokens:
+            raise ValueError("direct_tokens need webhook_mode = 'direct'")
+        return self

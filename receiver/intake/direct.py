@@ -1,0 +1,202 @@
+"""``POST /webhooks/{source}/{token}``: Reducto's direct webhooks, taken as hints only.
+
+A direct webhook is an unsigned POST of ``{status, job_id, metadata}``: anyone who learns the
+URL can send one. So the body is never believed. The URL's secret path token (compared in
+constant time) keeps strangers out; what passes is reduced to "look at job X soon", and the
+job's truth comes from the provider's job API (``GET /job/{id}``, within the source's rate
+budget), after which the job proceeds as if polled. Hints for the same job collapse while one
+waits, and hints for jobs jobhook does not track are looked up only ``unknown_per_minute``
+times a minute, so a flood of made-up ids cannot spend the provider's rate limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Literal
+
+import structlog
+from starlette.responses import JSONResponse
+
+from receiver.errors import (
+    PayloadError,
+    ProviderError,
+    StoreUnavailableError,
+    UnknownSourceError,
+    VerificationError,
+)
+from receiver.intake.webhooks import BodyDeadlines, parse_json, read_body
+from receiver.models import Event
+from receiver.providers.jobapi import JobNotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from receiver.intake.ingest import Ingestor
+    from receiver.providers.jobapi import JobAPI
+    from receiver.secret import Secret
+    from receiver.signatures.base import Verified
+    from receiver.store import Store
+
+log = structlog.get_logger("receiver.direct")
+Offer = Literal["queued", "duplicate", "over_budget"]
+MAX_JOB_ID = 256
+MAX_PENDING = 10_000
+
+
+class SignedWebhooksOff:
+    """The verifier of a direct-mode source without secrets: its signed route refuses all."""
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
+        raise VerificationError("no_signed_webhooks", "this source takes direct webhooks only")
+
+
+def token_matches(presented: str, tokens: Sequence[Secret]) -> bool:
+    """Whether ``presented`` is one of ``tokens``; every token is compared, in constant time."""
+    given = presented.encode()
+    return any([hmac.compare_digest(given, t.reveal().encode()) for t in tokens])
+
+
+class DirectHints:
+    """The hints waiting for their job API call, and the one loop that makes those calls."""
+
+    def __init__(
+        self,
+        store: Store,
+        ingestor: Ingestor,
+        apis: Mapping[str, JobAPI],
+        unknown_per_minute: Mapping[str, int],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store = store
+        self._ingestor = ingestor
+        self._apis = apis
+        self._budget = unknown_per_minute
+        self._clock = clock
+        self._pending: dict[tuple[str, str], None] = {}
+        self._spent: dict[str, deque[float]] = {}
+        self._wake = asyncio.Event()
+        self.counts: dict[str, int] = {}
+
+    async def offer(self, source: str, job_id: str) -> Offer:
+        """Queue a look at the job, unless one is queued or an unknown job is over budget."""
+        key = (source, job_id)
+        if key in self._pending:
+            return self._count("duplicate")
+        if len(self._pending) >= MAX_PENDING:
+            return self._count("over_budget")
+        if await self._store.get_job(source, job_id) is None and not self._spend(source):
+            return self._count("over_budget")
+        self._pending[key] = None
+        self._wake.set()
+        return self._count("queued")
+
+    def _spend(self, source: str) -> bool:
+        now = self._clock()
+        spent = self._spent.setdefault(source, deque())
+        while spent and spent[0] <= now - 60.0:
+            spent.popleft()
+        if len(spent) >= self._budget.get(source, 0):
+            return False
+        spent.append(now)
+        return True
+
+    def _count(self, outcome: Offer) -> Offer:
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        return outcome
+
+    async def run_once(self) -> int:
+        """Look up every job hinted so far; returns how many were looked up."""
+        keys, self._pending = list(self._pending), {}
+        for source, job_id in keys:
+            await self.check(source, job_id)
+        return len(keys)
+
+    async def check(self, source: str, job_id: str) -> None:
+        """Ask the job API about the job and ingest what it says, as a poll would."""
+        try:
+            status = await self._apis[source].get_job(job_id)
+        except JobNotFoundError:
+            log.warning("direct_hint_unknown_job", source=source, job_id=job_id)
+            return
+        except (
+            ProviderError
+        ) as exc:  # a tracked job is still polled; an untracked one was never real
+            log.info("direct_hint_check_failed", source=source, job_id=job_id, error=str(exc))
+            return
+        event = Event(
+            source=source,
+            job_id=job_id,
+            state=status.state,
+            provider_status=status.provider_status,
+            via="poll",
+            error=status.error,
+            error_code=status.error_code,
+            progress=status.progress,
+            result=status.result if status.state.terminal else None,
+        )
+        result = await self._ingestor.ingest(event)
+        log.info("direct_hint_checked", source=source, job_id=job_id,
+                 state=result.state.value, completed=result.completed)  # fmt: skip
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Repeat ``run_once`` whenever hints arrive, until ``stop`` is set."""
+        while not stop.is_set():
+            waiter = asyncio.ensure_future(self._wake.wait())
+            stopper = asyncio.ensure_future(stop.wait())
+            await asyncio.wait((waiter, stopper), return_when=asyncio.FIRST_COMPLETED)
+            for task in (waiter, stopper):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._wake.clear()
+            try:
+                await self.run_once()
+            except Exception:
+                log.exception("direct_hints_step_failed")
+
+
+class DirectEndpoint:
+    """The route: the token, then a capped body holding a job id; 202 once the hint is queued."""
+
+    def __init__(
+        self, tokens: Mapping[str, Sequence[Secret]], max_body_bytes: int, body_timeout: float
+    ) -> None:
+        self.tokens = tokens
+        self.max_body_bytes = max_body_bytes
+        self.deadlines = BodyDeadlines(body_timeout)
+        self.hints: DirectHints | None = None
+
+    async def handle(self, request: Request) -> Response:
+        """The route's endpoint."""
+        name: str = request.path_params["source"]
+        tokens = self.tokens.get(name)
+        # A wrong token looks like a URL that does not exist, and is never logged.
+        if tokens is None or not token_matches(request.path_params["token"], tokens):
+            raise UnknownSourceError("unknown_source", f"no source named {name!r}")
+        body = await read_body(
+            request.receive, request.headers, self.max_body_bytes, self.deadlines
+        )
+        if body is None:
+            return JSONResponse({"error": "no_body"}, status_code=400)
+        payload = parse_json(body)
+        job_id = payload.get("job_id") if isinstance(payload, dict) else None
+        if not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_JOB_ID:
+            raise PayloadError("invalid_payload", "field 'job_id' is missing or not a job id")
+        if self.hints is None:
+            raise StoreUnavailableError("the service is starting")
+        outcome = await self.hints.offer(name, job_id)
+        log.info("direct_hint", source=name, job_id=job_id, outcome=outcome)
+        if outcome == "over_budget":
+            return JSONResponse(
+                {"error": "too_many_hints", "detail": "hints for untracked jobs are rationed"},
+                status_code=429,
+                headers={"Retry-After": "60"},
+            )
+        return JSONResponse({"status": "hinted", "job_id": job_id}, status_code=202)
