@@ -17,9 +17,9 @@ names, so nothing local leaks in), block by block, in order, each ``sh`` block b
 
 A ``python`` block without a ``file`` or ``skip`` comment fails the test, so every runnable block
 is treated explicitly; blocks in other languages (``toml``, ``mermaid``, plain text) are not run
-unless a ``file`` comment writes them. The one rewrite: port 8000 becomes a free port
-(``127.0.0.1:8000`` in the blocks, ``JOBHOOK_SERVER__PORT`` for the service), so the test never
-meets another server.
+unless a ``file`` comment writes them. The one rewrite: ports 8000 (jobhook) and 9100 (the
+simulator) become free ports (``127.0.0.1:8000`` and ``--port 9100`` in the blocks,
+``JOBHOOK_SERVER__PORT`` for the service), so the test never meets another server.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import httpx
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-DOCUMENTS = ["README.md", "docs/getting-started.md"]
+DOCUMENTS = ["README.md", "docs/getting-started.md", "docs/offline.md"]
 BLOCK = re.compile(
     r"(?:^<!-- run: (?P<rule>[^>]*?) -->\n)?^```(?P<lang>[a-z]*)\n(?P<code>.*?)^```$", re.M | re.S
 )
@@ -201,12 +201,14 @@ def test_every_block_says_how_it_is_treated(document: str) -> None:
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_shell_blocks_run_as_pasted(document: str, tmp_path: Path) -> None:
     copy = fresh_copy(tmp_path / "clone")
-    port = free_port()
+    port, sim_port = free_port(), free_port()
     env = environment(port)
     ran = 0
     for block in blocks(document):
         where = f"{document}:{block.line}"
         code = block.code.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+        code = code.replace("127.0.0.1:9100", f"127.0.0.1:{sim_port}")
+        code = code.replace("--port 9100", f"--port {sim_port}")
         kind, _, argument = block.rule.partition(" ")
         if kind == "file":
             (copy / argument.strip()).write_text(code, encoding="utf-8")
