@@ -130,6 +130,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         until           double precision NOT NULL
     );
     """,
+    # 2: the trace a completion belongs to (W3C traceparent of the span that stored it), so the
+    # dispatcher continues it later or on another replica; NULL while tracing is off.
+    """
+    ALTER TABLE completions ADD COLUMN traceparent text;
+    """,
 )
 
 

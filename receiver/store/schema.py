@@ -94,4 +94,9 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     DROP INDEX IF EXISTS jobs_created;
     """,
+    # 4: the trace a completion belongs to (W3C traceparent of the span that stored it), so the
+    # dispatcher continues it later or on another replica; NULL while tracing is off.
+    """
+    ALTER TABLE completions ADD COLUMN traceparent TEXT;
+    """,
 )

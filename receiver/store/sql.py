@@ -54,8 +54,9 @@ RETURNING state
 
 INSERT_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref)
-SELECT source, job_id, state, provider_status, metadata, error, :now, :now, :phase, :result_ref
+                         next_attempt_at, phase, result_ref, traceparent)
+SELECT source, job_id, state, provider_status, metadata, error, :now, :now, :phase, :result_ref,
+       :traceparent
 FROM jobs WHERE source = :source AND job_id = :job_id
 ON CONFLICT (source, job_id) DO NOTHING
 """
@@ -63,8 +64,8 @@ ON CONFLICT (source, job_id) DO NOTHING
 
 INSERT_NEW_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9) ON CONFLICT (source, job_id) DO NOTHING
+                         next_attempt_at, phase, result_ref, traceparent)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10) ON CONFLICT (source, job_id) DO NOTHING
 """
 """INSERT_COMPLETION for a job created in the same transaction: its row is ``job_args``' first
 seven values, so they are inserted as they are instead of read back (~3 us a webhook)."""
@@ -82,7 +83,7 @@ WHERE state = 'dead'
 """
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
-    phase, result_path, result_sha256, result_bytes, attempts, result_ref"""
+    phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent"""
 SELECT_COMPLETION = f"SELECT {_COMPLETION_COLUMNS} FROM completions"  # noqa: S608
 
 SELECT_JOB = """

@@ -45,7 +45,7 @@ def ingest(
     if event.state.terminal and state == event.state:
         if new_job:
             extra = records.completion_phase(event, resolve)
-            created = db.execute(sql.INSERT_NEW_COMPLETION, (*args[:7], *extra))
+            created = db.execute(sql.INSERT_NEW_COMPLETION, (*args[:7], *extra, event.traceparent))
         else:
             created = db.execute(
                 sql.INSERT_COMPLETION, records.completion_params(event, now, resolve)
