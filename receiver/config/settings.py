@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from receiver.config.tracing import TracingSettings
 from receiver.models import State
 from receiver.providers import PROVIDERS
 from receiver.providers.mapping import GenericSettings
@@ -228,6 +229,8 @@ class Settings(_Section):
     dispatch: DispatchSettings = DispatchSettings()
     retention: RetentionSettings = RetentionSettings()
     log: LogSettings = LogSettings()
+    tracing: TracingSettings | None = None
+    """``[tracing]``: None when the table is absent (then only ``OTEL_*`` can turn it on)."""
     sources: dict[str, SourceSettings] = {}
     handlers: tuple[HandlerSettings, ...] = ()
 

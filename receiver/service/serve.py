@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import os
 from typing import TYPE_CHECKING
 
 import uvicorn
 
 from receiver.config.load import load_settings
 from receiver.ops.log import configure_logging
+from receiver.ops.tracing import requested as tracing_requested
 from receiver.service.app import create_app
 
 if TYPE_CHECKING:
@@ -30,7 +32,8 @@ def run(
     ``store`` replaces the configured one (``bench.nullstore`` measures the intake without it).
     """
     settings = load_settings(config_path)
-    configure_logging(settings.log.level, settings.log.format, batch=True)
+    trace_ids = tracing_requested(settings.tracing, os.environ)
+    configure_logging(settings.log.level, settings.log.format, batch=True, trace_ids=trace_ids)
     app = create_app(settings, store=store)
     # Everything imported and built so far lives as long as the process: move it out of the
     # collector's sight, so a full collection under load walks only what requests created
