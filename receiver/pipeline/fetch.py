@@ -24,6 +24,7 @@ import anyio
 import httpx
 import structlog
 
+from receiver import tracing
 from receiver.completion import ResultInfo
 from receiver.errors import FetchError, ResultTooLargeError, UnsafeURLError
 from receiver.pipeline.download import Exchange, Head, Interrupted, on_thread
@@ -119,6 +120,7 @@ class ResultFetcher:
                         retry_after=exc.retry_after,
                     ) from exc
                 delay = self._delay(attempt, exc.retry_after)
+                tracing.annotate({"jobhook.result.retries": attempt})
                 log.info(
                     "result_fetch_retry",
                     host=parsed.host,
@@ -133,6 +135,9 @@ class ResultFetcher:
             else:
                 self.bytes_fetched += info.bytes
                 seconds = round(time.monotonic() - started, 3)
+                tracing.annotate(
+                    {"server.address": parsed.host, "jobhook.result.retries": attempt - 1}
+                )
                 log.info(
                     "result_fetched",
                     host=parsed.host,

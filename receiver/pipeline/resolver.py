@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
 
+from receiver import tracing
 from receiver.errors import FetchError, ProviderError, RetryableError
 from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from receiver.pipeline.fetch import ResultFetcher
     from receiver.providers.jobapi import JobAPI
     from receiver.store import CompletionRow
+    from receiver.tracing import Span
 
 log = structlog.get_logger(__name__)
 MAX_URL_REFRESHES = 3
@@ -49,7 +52,10 @@ class Resolver:
         error: str | None = None
         if ref is None and api is not None and completion.state != State.EXPIRED:
             try:
-                status = await api.get_job(completion.job_id)
+                with tracing.span("jobhook.confirm", kind="client") as span:
+                    status = await api.get_job(completion.job_id)
+                    span.set("jobhook.provider.status", status.provider_status)
+                    span.set("jobhook.state", status.state.value)
             except JobNotFoundError as exc:
                 return Resolution(error=str(exc))
             if not status.state.terminal:
@@ -64,17 +70,28 @@ class Resolver:
         dest = self.result_path(completion.source, completion.job_id)
         if ref.url is None:
             return _with(await _store_inline(ref.inline, dest), error, state, provider_status)
-        return _with(
-            await self._download(completion, ref, dest, api), error, state, provider_status
-        )
+        started = time.monotonic()
+        with tracing.span("jobhook.result.fetch") as span:
+            fetched = await self._download(completion, ref, dest, api, span)
+            span.set("jobhook.result.bytes", fetched.result_bytes)
+            span.set("jobhook.result.seconds", round(time.monotonic() - started, 6))
+            if fetched.error is not None:
+                span.fail(fetched.error)
+        return _with(fetched, error, state, provider_status)
 
     async def _download(
-        self, completion: CompletionRow, ref: ResultRef, dest: Path, api: JobAPI | None
+        self,
+        completion: CompletionRow,
+        ref: ResultRef,
+        dest: Path,
+        api: JobAPI | None,
+        span: Span = tracing.NULL_SPAN,
     ) -> Resolution:
         if self._fetcher is None:
             return Resolution(error="result is a URL but no fetcher is configured")
         for refresh in range(MAX_URL_REFRESHES + 1):
             assert ref.url is not None
+            span.set("jobhook.result.url_refreshes", refresh)
             try:
                 info = await self._fetcher.fetch(ref.url, dest, expected_sha256=ref.sha256)
             except FetchError as exc:
