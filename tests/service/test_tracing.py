@@ -21,6 +21,8 @@ from receiver.models import Event, State
 from receiver.ops.log import configure_logging
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
+from tests.admin.test_events import EventReader
+from tests.adminsupport import AUTH, TOKEN
 from tests.conftest import forget_cached_loggers
 from tests.otlp import CollectedSpan, Collector, tracing_config
 from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
@@ -51,6 +53,8 @@ def traced_settings(tmp_path: Path, sim_url: str, collector: str, target: str) -
     config.write_text(
         f"""
 data_dir = "{tmp_path / "data"}"
+[server]
+admin_token = "{TOKEN}"
 [results]
 allowed_hosts = ["127.0.0.1"]
 allow_http = true
@@ -138,6 +142,11 @@ async def test_one_completion_is_one_trace_from_the_webhook_to_every_handler(
             async with asyncio.timeout(20):
                 while not downstream.traceparents:
                     await asyncio.sleep(0.02)
+            async with httpx.AsyncClient(base_url=url, headers=AUTH) as admin:
+                detail = (await admin.get(f"/jobs/reducto/{job_id}")).json()
+                query = {"last_event_id": "0"}
+                async with admin.stream("GET", "/events", params=query) as response:
+                    event = await EventReader(response).next_event()
     assert not tracing.enabled()  # the lifespan turned it off again
     spans = collector.spans
     webhook, duplicate = (s for s in spans if s.name == "POST /webhooks/{source}")
@@ -204,6 +213,9 @@ async def test_one_completion_is_one_trace_from_the_webhook_to_every_handler(
     assert tracing.trace_id(sent) == trace
     assert sent.split("-")[2] == post.span_id
     assert tracing.trace_id(json.loads(sidecar.read_text())["traceparent"]) == trace
+    # The jobs API and the event stream name it too.
+    assert detail["completion"]["trace_id"] == trace
+    assert event["data"]["trace_id"] == trace
     # Log lines logged inside the spans carry the trace.
     lines = [json.loads(x) for x in capfd.readouterr().err.splitlines() if x.startswith("{")]
     delivered = [e for e in lines if e["event"] == "dispatch_succeeded"]
