@@ -53,3 +53,25 @@ def test_trace_id_reads_the_trace_a_stored_traceparent_names(
     value: str | None, expected: str | None
 ) -> None:
     assert tracing.trace_id(value) == expected
+
+
+@pytest.mark.usefixtures("tracer")
+def test_an_unsampled_trace_stays_unsampled_and_makes_no_child_spans() -> None:
+    """A stored traceparent without the sampled flag: the dispatcher's spans are not recorded
+    (parent-based sampling keeps one decision per completion), and cost no children."""
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    with tracing.span("jobhook.resolve", parent=parent) as span:
+        assert span is not tracing.NULL_SPAN
+        sent = tracing.traceparent()
+        with tracing.span("jobhook.confirm") as child:
+            assert child is tracing.NULL_SPAN
+    assert sent is not None
+    assert sent.startswith("00-0af7651916cd43dd8448eb211c80319c-")
+    assert sent.endswith("-00")
+
+
+@pytest.mark.usefixtures("tracer")
+def test_a_malformed_stored_traceparent_starts_a_new_trace() -> None:
+    with tracing.span("jobhook.resolve", parent="not-a-traceparent"):
+        ids = tracing.current_ids()
+    assert ids is not None
