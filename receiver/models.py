@@ -75,6 +75,10 @@ class Event:
     traceparent: str | None = None
     """The W3C trace context of the span that brought the news, kept with the completion."""
 
+    def traced(self, traceparent: str | None) -> Event:
+        """This event under ``traceparent`` (``dataclasses.replace`` took 2 us a webhook)."""
+        return _event(*self.__reduce__()[1][:-1], traceparent)
+
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled for the SQLite writer process, once per webhook: the fields as they are,
         # not the generic frozen-dataclass state (3.4 -> 1.6 us a round trip with IngestResult).

@@ -10,7 +10,6 @@ One poller per store is active: leadership is a lease in the store.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -143,7 +142,7 @@ class Poller:
                 "jobhook.source": job.source, "jobhook.job.id": job.job_id,
                 "jobhook.attempt": attempts, "jobhook.state": status.state.value,
             }) as span:  # fmt: skip
-                event = dataclasses.replace(event, traceparent=tracing.traceparent())
+                event = event.traced(tracing.traceparent())
                 result = await self.ingestor.ingest(event)
                 span.set("jobhook.outcome", "completed" if result.completed else result.status)
         else:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -97,7 +96,7 @@ class WebhookEndpoint:
             if self.ingestor is None:
                 raise StoreUnavailableError("the service is starting")
             if span is not tracing.NULL_SPAN:  # the completion keeps the trace it started in
-                event = dataclasses.replace(event, traceparent=tracing.traceparent())
+                event = event.traced(tracing.traceparent())
             with tracing.span("jobhook.store.ingest"):
                 result = await self.ingestor.ingest(event)
         except RejectedError as exc:

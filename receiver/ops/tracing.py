@@ -9,6 +9,7 @@ batches. The lifespan installs the backend into ``receiver.tracing`` and shuts i
 from __future__ import annotations
 
 import importlib
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from receiver import tracing
@@ -58,19 +59,20 @@ def build(settings: TracingSettings | None, environ: Mapping[str, str]) -> OtelB
 class OtelBackend:
     """``receiver.tracing.Backend`` over an SDK tracer provider.
 
-    Spans are started and made current by hand (``_Scope``) rather than through
-    ``start_as_current_span``'s generator-based context managers: a third of the cost of a span
-    on the webhook path. A child of a span that is not sampled is not made at all (every sampler
-    ``[tracing]`` offers decides the same for a whole trace), so an unsampled webhook costs one
-    span, not three.
+    The current span is jobhook's own context variable (``_Scope``), not OpenTelemetry's
+    context: every span jobhook makes goes through here, so a child names its parent to the SDK
+    directly, and the log processor and handlers read ids and the traceparent off the scope,
+    formatted once. ``start_as_current_span``'s generator context managers and context lookups
+    were most of a span's cost on the webhook path. A child of a span that is not sampled is
+    not made at all (every sampler ``[tracing]`` offers decides the same for a whole trace), so
+    an unsampled webhook costs one span, not three.
     """
 
     def __init__(self, provider: Any) -> None:
-        from opentelemetry import context, trace
+        from opentelemetry import trace
 
         self.provider = provider
         self._trace = trace
-        self._context = context
         self._tracer = provider.get_tracer("jobhook")
         self._kinds = {kind.name.lower(): kind for kind in trace.SpanKind}
         self._error = trace.StatusCode.ERROR
@@ -88,10 +90,13 @@ class OtelBackend:
         if parent is not None:
             context = self._extract(parent)
         else:
-            current = self._trace.get_current_span()
-            if current.get_span_context().is_valid and not current.is_recording():
+            current = _SCOPE.get()
+            if current is None:
+                context = None
+            elif not current.recording:
                 return tracing.NULL_SPAN  # the trace is not sampled: neither is this child
-            context = None
+            else:
+                context = current.as_parent()
         otel_span = self._tracer.start_span(
             name,
             context=context,
@@ -117,28 +122,18 @@ class OtelBackend:
         return self._trace.set_span_in_context(self._trace.NonRecordingSpan(remote))
 
     def carrier(self) -> dict[str, str]:
-        context = self._trace.get_current_span().get_span_context()
-        if not context.is_valid:
-            return {}
-        carrier = {
-            "traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-"
-            f"{context.trace_flags:02x}"
-        }
-        if context.trace_state:
-            carrier["tracestate"] = context.trace_state.to_header()
-        return carrier
+        scope = _SCOPE.get()
+        return {} if scope is None else scope.carrier()
 
     def ids(self) -> tuple[str, str] | None:
-        context = self._trace.get_current_span().get_span_context()
-        if not context.is_valid:
-            return None
-        return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+        scope = _SCOPE.get()
+        return None if scope is None else scope.ids()
 
     def annotate(self, attributes: Mapping[str, Value | None]) -> None:
-        current = self._trace.get_current_span()
-        for key, value in attributes.items():
-            if value is not None:
-                current.set_attribute(key, value)
+        scope = _SCOPE.get()
+        if scope is not None:
+            for key, value in attributes.items():
+                scope.set(key, value)
 
     def shutdown(self) -> None:
         """Export what is pending and stop (the lifespan's last step)."""
@@ -146,18 +141,21 @@ class OtelBackend:
 
 
 class _Scope:
-    """A started span, current while the block runs, ended when it leaves."""
+    """A started span, current (``_SCOPE``) while the block runs, ended when it leaves."""
 
-    __slots__ = ("_backend", "_span", "_token")
+    __slots__ = ("_backend", "_carrier", "_ids", "_parent", "_span", "_token", "recording")
 
     def __init__(self, span: Any, backend: OtelBackend) -> None:
         self._span = span
         self._backend = backend
         self._token: Any = None
+        self._parent: Any = None
+        self._ids: tuple[str, str] | None = None
+        self._carrier: dict[str, str] | None = None
+        self.recording: bool = span.is_recording()
 
     def __enter__(self) -> _Scope:
-        backend = self._backend
-        self._token = backend._context.attach(backend._trace.set_span_in_context(self._span))
+        self._token = _SCOPE.set(self)
         return self
 
     def __exit__(
@@ -167,17 +165,43 @@ class _Scope:
         tb: TracebackType | None,
     ) -> None:
         # A rejection (4xx) is the caller's error, not the span's (HTTP conventions).
-        if exc is not None and getattr(exc, "status_code", 500) >= 500:
+        if exc is not None and self.recording and getattr(exc, "status_code", 500) >= 500:
             self._span.record_exception(exc)
             self.fail(exc)
-        self._backend._context.detach(self._token)
+        _SCOPE.reset(self._token)
         self._span.end()
 
+    def as_parent(self) -> Any:
+        """The OpenTelemetry context whose current span is this one (for a child's start)."""
+        if self._parent is None:
+            self._parent = self._backend._trace.set_span_in_context(self._span)
+        return self._parent
+
+    def ids(self) -> tuple[str, str]:
+        if self._ids is None:
+            context = self._span.get_span_context()
+            self._ids = f"{context.trace_id:032x}", f"{context.span_id:016x}"
+        return self._ids
+
+    def carrier(self) -> dict[str, str]:
+        if self._carrier is None:
+            context = self._span.get_span_context()
+            trace_id, span_id = self.ids()
+            self._carrier = {"traceparent": f"00-{trace_id}-{span_id}-{context.trace_flags:02x}"}
+            if context.trace_state:
+                self._carrier["tracestate"] = context.trace_state.to_header()
+        return dict(self._carrier)
+
     def set(self, key: str, value: Value | None) -> None:
-        if value is not None:
+        if value is not None and self.recording:
             self._span.set_attribute(key, value)
 
     def fail(self, error: BaseException | str) -> None:
+        if not self.recording:
+            return
         kind = type(error).__name__ if isinstance(error, BaseException) else "error"
         self._span.set_attribute("error.type", kind)
         self._span.set_status(self._backend._trace.Status(self._backend._error, str(error)[:500]))
+
+
+_SCOPE: ContextVar[_Scope | None] = ContextVar("jobhook_span", default=None)
