@@ -1,6 +1,6 @@
 """``uv run --group dev python -m bench [NAME ...]``: run the benchmarks, print tables, write JSON.
 
-Names: ingest, latency, large, poller, startup (all when none is given). The ingest
+Names: ingest, latency, large, poller, startup, tracing (all when none is given). The ingest
 benchmark needs wrk (``apt-get install -y wrk``; installed automatically when run as root),
 the large one curl. Figures go to bench/results/<name>.json (the latest) and a dated copy.
 """
@@ -19,6 +19,7 @@ BENCHMARKS = {
     "large": "bench.large",
     "poller": "bench.poller",
     "startup": "bench.startup",
+    "tracing": "bench.tracing",
 }
 
 

@@ -26,6 +26,7 @@ from pydantic import BeforeValidator, ValidationInfo, WithJsonSchema, field_vali
 
 from handlers.file import non_empty_path
 from handlers.options import SECRET_TABLE, STRINGS_SCHEMA, HandlerOptions, Seconds
+from receiver import tracing
 from receiver.errors import RetryableError
 from receiver.secret import Secret, resolve_secret
 
@@ -179,6 +180,8 @@ class CommandHandler:
             JOBHOOK_PROVIDER_STATUS=completion.provider_status,
             JOBHOOK_COMPLETION_ID=completion.message_id,
         )
+        # TRACEPARENT (and TRACESTATE): the environment-variable carrier of trace context.
+        env.update((key.upper(), value) for key, value in tracing.headers().items())
         if completion.result is not None:
             env.update(
                 JOBHOOK_RESULT_PATH=os.path.abspath(completion.result.path),

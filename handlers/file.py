@@ -17,6 +17,7 @@ import structlog
 from pydantic import BeforeValidator, field_validator
 
 from handlers.options import HandlerOptions
+from receiver import tracing
 from receiver.errors import RetryableError
 from receiver.files import atomic_open, atomic_write, safe_name
 
@@ -68,7 +69,7 @@ class FileHandler:
     async def handle(self, completion: Completion) -> None:
         """Write the result (when there is one) and then the completion document."""
         try:
-            await anyio.to_thread.run_sync(self._write, completion)
+            await anyio.to_thread.run_sync(self._write, completion, tracing.traceparent())
         except OSError as exc:
             raise RetryableError(
                 f"writing {completion.source}/{completion.job_id!r} under "
@@ -77,11 +78,14 @@ class FileHandler:
         log.debug("file_written", handler=self.name, source=completion.source,
                   job_id=completion.job_id)  # fmt: skip
 
-    def _write(self, completion: Completion) -> None:
+    def _write(self, completion: Completion, traceparent: str | None = None) -> None:
         json_path, result_path = self.paths(completion.source, completion.job_id)
         if completion.result is not None:
             _copy_result(completion.result, result_path)
-        document = json.dumps(completion.to_dict(), indent=2, sort_keys=True, ensure_ascii=False)
+        fields = completion.to_dict()
+        if traceparent is not None:  # only with tracing on: otherwise the document is unchanged
+            fields["traceparent"] = traceparent
+        document = json.dumps(fields, indent=2, sort_keys=True, ensure_ascii=False)
         atomic_write(json_path, document.encode("utf-8") + b"\n")
 
 

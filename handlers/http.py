@@ -21,6 +21,7 @@ from pydantic import BeforeValidator, field_validator
 from svix.webhooks import Webhook
 
 from handlers.options import SECRET_TABLE, HandlerOptions, Seconds, SecretText
+from receiver import tracing
 from receiver.backoff import retry_after
 from receiver.config.settings import check_svix_secret
 from receiver.errors import RetryableError
@@ -107,6 +108,13 @@ class HttpHandler:
         self._webhook = Webhook(checked.secret.reveal()) if checked.secret is not None else None
         self._headers = checked.headers
         self._client: httpx.AsyncClient | None = None
+        url = httpx.URL(self.url)  # HTTP client conventions; url.full without userinfo or query
+        self._span_attributes: dict[str, str | int] = {
+            "http.request.method": "POST",
+            "server.address": url.host,
+            "server.port": url.port or (443 if url.scheme == "https" else 80),
+            "url.full": describe_url(self.url, default_path="/"),
+        }
 
     def __repr__(self) -> str:
         return (
@@ -141,17 +149,22 @@ class HttpHandler:
         if self._webhook is not None:
             headers.update(self._signature_headers(completion.delivery_id, body))
         target = describe_url(self.url, default_path="/")
-        try:
-            async with self._client.stream("POST", self.url, content=body, headers=headers) as r:
-                if not r.is_success:
-                    raise RetryableError(
-                        f"POST {target} answered {r.status_code}: {await _excerpt(r)!r}",
-                        retry_after=retry_after(r.headers),
-                    )
-        except httpx.TimeoutException as exc:
-            raise RetryableError(f"POST {target} timed out after {self.timeout}s") from exc
-        except httpx.HTTPError as exc:
-            raise RetryableError(f"POST {target} failed: {type(exc).__name__}: {exc}") from exc
+        with tracing.span("POST", kind="client", attributes=self._span_attributes) as span:
+            headers.update(tracing.headers())  # traceparent/tracestate: the downstream joins in
+            try:
+                async with self._client.stream(
+                    "POST", self.url, content=body, headers=headers
+                ) as r:
+                    span.set("http.response.status_code", r.status_code)
+                    if not r.is_success:
+                        raise RetryableError(
+                            f"POST {target} answered {r.status_code}: {await _excerpt(r)!r}",
+                            retry_after=retry_after(r.headers),
+                        )
+            except httpx.TimeoutException as exc:
+                raise RetryableError(f"POST {target} timed out after {self.timeout}s") from exc
+            except httpx.HTTPError as exc:
+                raise RetryableError(f"POST {target} failed: {type(exc).__name__}: {exc}") from exc
         log.debug("http_delivered", handler=self.name, job_id=completion.job_id,
                   status=r.status_code)  # fmt: skip
 

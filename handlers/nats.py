@@ -21,6 +21,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema, field_validator
 
 from handlers import broker
 from handlers.options import STRINGS_SCHEMA, HandlerOptions, Seconds
+from receiver import tracing
 from receiver.errors import RetryableError
 from receiver.pipeline.urlsafety import describe_url
 from receiver.secret import Secret, resolve_secret
@@ -131,23 +132,28 @@ class NatsHandler:
         from nats.js.errors import NoStreamResponseError
 
         js = await self._ready()
-        try:
-            ack = await js.publish(
-                self.subject,
-                completion.to_json(),
-                timeout=self.timeout,
-                stream=self.stream,
-                headers={MSG_ID_HEADER: completion.delivery_id},
-            )
-        except NoStreamResponseError as exc:
-            raise RetryableError(
-                f"no JetStream stream takes subject {self.subject!r} on {self._where}: "
-                "create one, or set 'stream' to have jobhook create it"
-            ) from exc
-        except (NatsError, OSError, TimeoutError) as exc:
-            raise RetryableError(
-                f"publishing to {self.subject!r} on {self._where} failed: {self._describe(exc)}"
-            ) from exc
+        with tracing.span(f"publish {self.subject}", kind="producer", attributes={
+            "messaging.system": "nats", "messaging.operation.type": "send",
+            "messaging.operation.name": "publish", "messaging.destination.name": self.subject,
+            "messaging.message.id": completion.delivery_id,
+        }):  # fmt: skip
+            try:
+                ack = await js.publish(
+                    self.subject,
+                    completion.to_json(),
+                    timeout=self.timeout,
+                    stream=self.stream,
+                    headers={MSG_ID_HEADER: completion.delivery_id, **tracing.headers()},
+                )
+            except NoStreamResponseError as exc:
+                raise RetryableError(
+                    f"no JetStream stream takes subject {self.subject!r} on {self._where}: "
+                    "create one, or set 'stream' to have jobhook create it"
+                ) from exc
+            except (NatsError, OSError, TimeoutError) as exc:
+                raise RetryableError(
+                    f"publishing to {self.subject!r} on {self._where} failed: {self._describe(exc)}"
+                ) from exc
         log.debug(
             "nats_published",
             handler=self.name,

@@ -22,6 +22,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from handlers import broker
 from handlers.options import HandlerOptions, NonEmpty, Seconds, SecretText
+from receiver import tracing
 from receiver.errors import RetryableError
 from receiver.pipeline.urlsafety import describe_url
 
@@ -121,41 +122,50 @@ class RabbitMQHandler:
         from aio_pika.exceptions import CONNECTION_EXCEPTIONS, DeliveryError, PublishError
 
         exchange = await self._ready()
-        message = Message(
-            completion.to_json(),
-            content_type="application/json",
-            delivery_mode=DeliveryMode.PERSISTENT,
-            message_id=completion.delivery_id,
-            app_id="jobhook",
-            type="jobhook.completion",
-        )
-        target = f"exchange {self.exchange or '(default)'!r}, routing key {self.routing_key!r}"
-        try:
-            # A robust channel waits for its reconnection: bounded here.
-            async with asyncio.timeout(self.timeout):
-                await exchange.publish(
-                    message, self.routing_key, mandatory=True, timeout=self.timeout
-                )
-        except PublishError as exc:  # Basic.Return: no queue is bound for the routing key
-            self._declared = False  # the queue may have been deleted: declare it again
-            raise RetryableError(
-                f"RabbitMQ at {self.display_url} could not route the message ({target}): "
-                f"{exc.args[0] if exc.args else 'unroutable'}"
-            ) from exc
-        except DeliveryError as exc:  # Basic.Nack: the broker did not take responsibility
-            raise RetryableError(
-                f"RabbitMQ at {self.display_url} refused the message ({target})"
-            ) from exc
-        except TimeoutError as exc:
-            raise RetryableError(
-                f"RabbitMQ at {self.display_url} did not confirm the message ({target}) "
-                f"within {self.timeout}s"
-            ) from exc
-        except CONNECTION_EXCEPTIONS as exc:
-            raise RetryableError(
-                f"publishing to RabbitMQ at {self.display_url} ({target}) failed: "
-                f"{self._describe(exc)}"
-            ) from exc
+        target_name = self.routing_key if not self.exchange else self.exchange
+        with tracing.span(f"publish {target_name}", kind="producer", attributes={
+            "messaging.system": "rabbitmq", "messaging.operation.type": "send",
+            "messaging.operation.name": "publish", "messaging.destination.name": target_name,
+            "messaging.rabbitmq.destination.routing_key": self.routing_key,
+            "messaging.message.id": completion.delivery_id,
+        }):  # fmt: skip
+            message = Message(
+                completion.to_json(),
+                content_type="application/json",
+                delivery_mode=DeliveryMode.PERSISTENT,
+                message_id=completion.delivery_id,
+                app_id="jobhook",
+                type="jobhook.completion",
+                headers=dict[str, Any](tracing.headers())
+                or None,  # traceparent/tracestate, when tracing
+            )
+            target = f"exchange {self.exchange or '(default)'!r}, routing key {self.routing_key!r}"
+            try:
+                # A robust channel waits for its reconnection: bounded here.
+                async with asyncio.timeout(self.timeout):
+                    await exchange.publish(
+                        message, self.routing_key, mandatory=True, timeout=self.timeout
+                    )
+            except PublishError as exc:  # Basic.Return: no queue is bound for the routing key
+                self._declared = False  # the queue may have been deleted: declare it again
+                raise RetryableError(
+                    f"RabbitMQ at {self.display_url} could not route the message ({target}): "
+                    f"{exc.args[0] if exc.args else 'unroutable'}"
+                ) from exc
+            except DeliveryError as exc:  # Basic.Nack: the broker did not take responsibility
+                raise RetryableError(
+                    f"RabbitMQ at {self.display_url} refused the message ({target})"
+                ) from exc
+            except TimeoutError as exc:
+                raise RetryableError(
+                    f"RabbitMQ at {self.display_url} did not confirm the message ({target}) "
+                    f"within {self.timeout}s"
+                ) from exc
+            except CONNECTION_EXCEPTIONS as exc:
+                raise RetryableError(
+                    f"publishing to RabbitMQ at {self.display_url} ({target}) failed: "
+                    f"{self._describe(exc)}"
+                ) from exc
         log.debug(
             "rabbitmq_published",
             handler=self.name,

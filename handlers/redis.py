@@ -16,6 +16,7 @@ from pydantic import Field, Strict, field_validator
 
 from handlers import broker
 from handlers.options import HandlerOptions, NonEmpty, Seconds, SecretText
+from receiver import tracing
 from receiver.errors import RetryableError
 from receiver.pipeline.urlsafety import describe_url
 
@@ -99,13 +100,19 @@ class RedisHandler:
             "id": completion.delivery_id,
             "completion": completion.to_json(),
         }
-        try:
-            entry = await client.xadd(self.stream, fields, maxlen=self.maxlen, approximate=True)
-        except (RedisError, OSError) as exc:
-            raise RetryableError(
-                f"XADD to stream {self.stream!r} on {self.display_url} failed: "
-                f"{self._describe(exc)}"
-            ) from exc
+        with tracing.span(f"xadd {self.stream}", kind="producer", attributes={
+            "messaging.system": "redis", "messaging.operation.type": "send",
+            "messaging.operation.name": "xadd", "messaging.destination.name": self.stream,
+            "messaging.message.id": completion.delivery_id,
+        }):  # fmt: skip
+            fields.update(tracing.headers())  # traceparent/tracestate fields beside the entry's
+            try:
+                entry = await client.xadd(self.stream, fields, maxlen=self.maxlen, approximate=True)
+            except (RedisError, OSError) as exc:
+                raise RetryableError(
+                    f"XADD to stream {self.stream!r} on {self.display_url} failed: "
+                    f"{self._describe(exc)}"
+                ) from exc
         log.debug(
             "redis_published",
             handler=self.name,

@@ -72,6 +72,21 @@ def forget_cached_loggers() -> None:
 
 
 @pytest.fixture
+def tracer() -> Iterator[None]:
+    """Tracing on for one test (every span sampled, none exported), then off again."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from receiver import tracing
+    from receiver.ops.tracing import OtelBackend
+
+    backend = OtelBackend(TracerProvider())
+    tracing.install(backend)
+    yield
+    tracing.install(None)
+    backend.shutdown()
+
+
+@pytest.fixture
 async def postgres_url() -> AsyncIterator[str]:
     """A fresh PostgreSQL database for one test, dropped afterwards (skips without the server)."""
     async with postgres_database() as url:

@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "receiver.jsontext",
         "receiver.backoff",
         "receiver.loops",
+        "receiver.tracing",
     ),
 )
 ROOT_VOCABULARY = set(LAYERS[-1])

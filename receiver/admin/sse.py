@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import StreamingResponse
 
+from receiver import tracing
 from receiver.admin.jobs import store_of
 from receiver.admin.notifier import RECHECK_SECONDS, wait_flag
 from receiver.admin.query import QueryError
@@ -47,6 +48,7 @@ def completion_event(row: CompletionRow) -> str:
         "metadata": row.metadata,
         "error": row.error,
         "created_at": iso(row.created_at),
+        "trace_id": tracing.trace_id(row.traceparent),
     }
     return f"id: {row.id}\nevent: completion\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
 

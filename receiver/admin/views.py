@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from receiver import tracing
 from receiver.admin.query import encode_cursor
 from receiver.models import State
 from receiver.store.rows import JobFilter
@@ -92,6 +93,7 @@ def completion_doc(row: CompletionRow) -> dict[str, Any]:
         "error": row.error,
         "created_at": iso(row.created_at),
         "resolve_attempts": row.attempts,
+        "trace_id": tracing.trace_id(row.traceparent),  # null unless stored with tracing on
         "result": (
             None
             if row.result_sha256 is None

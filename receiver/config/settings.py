@@ -22,6 +22,7 @@ from receiver.config.base import SecretValue as SecretValue  # re-exported: hand
 from receiver.config.base import _Section
 from receiver.config.sources import PollSettings as PollSettings  # re-exported, as before
 from receiver.config.sources import SourceSettings as SourceSettings
+from receiver.config.tracing import TracingSettings
 from receiver.models import State
 from receiver.signatures.svix import check_svix_secret as check_svix_secret  # its old home
 
@@ -161,6 +162,8 @@ class Settings(_Section):
     dispatch: DispatchSettings = DispatchSettings()
     retention: RetentionSettings = RetentionSettings()
     log: LogSettings = LogSettings()
+    tracing: TracingSettings | None = None
+    """``[tracing]``: None when the table is absent (then only ``OTEL_*`` can turn it on)."""
     sources: dict[str, SourceSettings] = {}
     handlers: tuple[HandlerSettings, ...] = ()
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from receiver import tracing
 from receiver.backoff import backoff_delay
 from receiver.errors import JobhookError, ProviderError
 from receiver.loops import wait_either, worker_id
@@ -116,6 +117,7 @@ class Poller:
         api = self.apis[job.source]
         now = self._clock()
         attempts = job.poll_attempts + 1
+        asked_ns = time.time_ns()
         if now - job.created_at > settings.give_up_after_hours * 3600:
             await self._expire(job, f"no terminal status after {settings.give_up_after_hours} h")
             return
@@ -146,7 +148,17 @@ class Poller:
             progress=status.progress,
             result=status.result if status.state.terminal else None,
         )
-        result = await self.ingestor.ingest(event)
+        if tracing.enabled() and status.state.terminal:
+            # A check that finds the job done starts its completion's trace, from the request on.
+            with tracing.span("jobhook.poll", start_ns=asked_ns, attributes={
+                "jobhook.source": job.source, "jobhook.job.id": job.job_id,
+                "jobhook.attempt": attempts, "jobhook.state": status.state.value,
+            }) as span:  # fmt: skip
+                event = event.traced(tracing.traceparent())
+                result = await self.ingestor.ingest(event)
+                span.set("jobhook.outcome", "completed" if result.completed else result.status)
+        else:
+            result = await self.ingestor.ingest(event)
         if result.completed:
             log.info("job_completed_by_poll", source=job.source, job_id=job.job_id,
                      state=status.state.value)  # fmt: skip

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import structlog
 
-from receiver import jsontext
+from receiver import jsontext, tracing
 from receiver.errors import (
     BodyTooLargeError,
     JobhookError,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from receiver.ops.metrics import Metrics
     from receiver.providers import Provider
     from receiver.signatures.base import Verifier
+    from receiver.tracing import Span
 
 log = structlog.get_logger("receiver.webhooks")
 
@@ -62,6 +63,19 @@ class WebhookEndpoint:
         self.ingestor: Ingestor | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not tracing.enabled():
+            return await self.receive(scope, receive, send, tracing.NULL_SPAN)
+        route = "/webhooks/{source}"
+        source = scope["path_params"]["source"]
+        with tracing.span(f"POST {route}", kind="server", attributes={
+            "http.request.method": "POST", "http.route": route, "url.path": scope["path"],
+            "url.scheme": scope.get("scheme", "http"), "jobhook.source": source,
+        }) as span:  # fmt: skip
+            await self.receive(scope, receive, send, span)
+        return None
+
+    async def receive(self, scope: Scope, receive: Receive, send: Send, span: Span) -> None:
+        """Answer one webhook; ``span`` (the request's) gets its outcome."""
         started = time.perf_counter()
         name: str = scope["path_params"]["source"]
         message_id = job_id = None
@@ -73,24 +87,32 @@ class WebhookEndpoint:
             body = await read_body(receive, headers, self.max_body_bytes, self.body_deadlines)
             if body is None:
                 return  # the client went away before its body arrived: nothing to answer
-            signed = source.verifier.verify(body, headers)
+            with tracing.span("jobhook.webhook.verify"):
+                signed = source.verifier.verify(body, headers)
             message_id = signed.message_id
             payload = parse_json(body)
             event = source.provider.parse_webhook(payload, source=name, message_id=message_id)
             job_id = event.job_id
             if self.ingestor is None:
                 raise StoreUnavailableError("the service is starting")
-            result = await self.ingestor.ingest(event)
+            if span is not tracing.NULL_SPAN:  # the completion keeps the trace it started in
+                event = event.traced(tracing.traceparent())
+            with tracing.span("jobhook.store.ingest"):
+                result = await self.ingestor.ingest(event)
         except RejectedError as exc:
+            _outcome(span, exc.reason, exc.status_code, message_id, job_id)
             log.warning("webhook_rejected", source=name, message_id=message_id, job_id=job_id,
                         outcome=exc.reason, status=exc.status_code)  # fmt: skip
             self.metrics.webhook(name, "rejected", time.perf_counter() - started, exc.reason)
             raise
         except JobhookError as exc:
+            _outcome(span, type(exc).__name__, 503, message_id, job_id)
+            span.fail(exc)
             log.error("webhook_failed", source=name, message_id=message_id, job_id=job_id,
                       outcome=type(exc).__name__, error=str(exc))  # fmt: skip
             self.metrics.webhook(name, "failed", time.perf_counter() - started)
             raise
+        _outcome(span, result.status, 200, message_id, job_id)
         self.metrics.webhook(name, result.status, time.perf_counter() - started)
         log.info("webhook_" + result.status, source=name, message_id=message_id, job_id=job_id,
                  state=result.state.value, completed=result.completed)  # fmt: skip
@@ -103,6 +125,18 @@ class WebhookEndpoint:
 
 
 _JSON = ((b"content-type", b"application/json"),)
+
+
+def _outcome(
+    span: Span, outcome: str, status: int, message_id: str | None, job_id: str | None
+) -> None:
+    if span is tracing.NULL_SPAN:
+        return
+    span.set("http.response.status_code", status)
+    span.set("jobhook.outcome", outcome)
+    span.set("jobhook.duplicate", outcome == "duplicate")
+    span.set("jobhook.message.id", message_id)
+    span.set("jobhook.job.id", job_id)
 
 
 def parse_json(body: bytes) -> Any:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from receiver import jsontext
+from receiver import jsontext, tracing
 
 if TYPE_CHECKING:
     import asyncio
@@ -149,15 +149,26 @@ class UTCStamper:
         return event_dict
 
 
+def add_trace_ids(_: Any, __: str, event_dict: dict[str, Any]) -> dict[str, Any]:
+    """``trace_id`` and ``span_id`` of the span a line is logged in (installed with tracing)."""
+    ids = tracing.current_ids()
+    if ids is not None:
+        event_dict["trace_id"], event_dict["span_id"] = ids
+    return event_dict
+
+
 def render_json(event_dict: dict[str, Any], **kw: Any) -> str:
     """A log line as JSON (``jsontext.dumps``: a third of ``json.dumps``' time per line)."""
     return jsontext.dumps(event_dict, kw.get("default"))
 
 
-def configure_logging(level: str = "info", fmt: str = "auto", *, batch: bool = False) -> None:
+def configure_logging(
+    level: str = "info", fmt: str = "auto", *, batch: bool = False, trace_ids: bool = False
+) -> None:
     """Configure structlog and route the standard library's records through it.
 
-    ``batch`` lets the service's event loop write its lines once per pass (``LineSink``).
+    ``batch`` lets the service's event loop write its lines once per pass (``LineSink``);
+    ``trace_ids`` adds the current span's ids to every line (only when tracing is on).
     """
     SINK.batching = batch
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
@@ -168,6 +179,8 @@ def configure_logging(level: str = "info", fmt: str = "auto", *, batch: bool = F
         UTCStamper(),
         _redact,
     ]
+    if trace_ids:
+        shared.append(add_trace_ids)
     renderer: Any = (
         structlog.processors.JSONRenderer(render_json)
         if use_json

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from receiver import tracing
 from receiver.backoff import backoff_delay
 from receiver.completion import Completion, ResultInfo
 from receiver.errors import JobhookError, RetryableError
@@ -176,6 +177,13 @@ class Dispatcher:
             log.error("dispatch_task_crashed", error=repr(task.exception()))
 
     async def _resolve(self, row: CompletionRow) -> None:
+        with tracing.span("jobhook.resolve", parent=row.traceparent, attributes={
+            "jobhook.source": row.source, "jobhook.job.id": row.job_id,
+            "jobhook.attempt": row.attempts,
+        }):  # fmt: skip
+            await self._resolve_once(row)
+
+    async def _resolve_once(self, row: CompletionRow) -> None:
         bound = log.bind(source=row.source, job_id=row.job_id)
         try:
             resolution = await self.resolver.resolve(row, ref_from_json(row.result_ref))
@@ -197,6 +205,19 @@ class Dispatcher:
         self.wake()
 
     async def _deliver(self, dispatch: DispatchRow, row: CompletionRow) -> None:
+        with tracing.span(f"jobhook.deliver {dispatch.handler}", parent=row.traceparent,
+                          attributes={"jobhook.source": row.source, "jobhook.job.id": row.job_id,
+                                      "jobhook.handler": dispatch.handler,
+                                      "jobhook.attempt": dispatch.attempts}) as span:  # fmt: skip
+            outcome, error = await self._deliver_once(dispatch, row)
+            span.set("jobhook.outcome", outcome)
+            if error is not None:
+                span.fail(error)
+
+    async def _deliver_once(
+        self, dispatch: DispatchRow, row: CompletionRow
+    ) -> tuple[str, str | None]:
+        """Run the handler once and record how it went: (outcome, error or None)."""
         bound = log.bind(
             source=row.source,
             job_id=row.job_id,
@@ -213,8 +234,9 @@ class Dispatcher:
                 error="handler is no longer configured",
                 next_attempt_at=None,
             )
-            return
+            return "dead", "handler is no longer configured"
         started = self._clock()
+        error: str | None = None
         if self._on_delivered is not None:
             self._on_delivered(dispatch.handler, "started", started - row.created_at)
         try:
@@ -246,3 +268,4 @@ class Dispatcher:
             outcome = "succeeded"
         if self._on_delivered is not None:
             self._on_delivered(dispatch.handler, outcome, self._clock() - started)
+        return outcome, error

@@ -22,6 +22,7 @@ import anyio
 import httpx
 import structlog
 
+from receiver import tracing
 from receiver.backoff import seconds_from
 from receiver.completion import ResultInfo
 from receiver.errors import FetchError, ResultTooLargeError, UnsafeURLError
@@ -121,6 +122,7 @@ class ResultFetcher:
                         retry_after=exc.retry_after,
                     ) from exc
                 delay = self._delay(attempt, exc.retry_after)
+                tracing.annotate({"jobhook.result.retries": attempt})
                 log.info(
                     "result_fetch_retry",
                     host=parsed.host,
@@ -135,6 +137,9 @@ class ResultFetcher:
             else:
                 self.bytes_fetched += info.bytes
                 seconds = round(time.monotonic() - started, 3)
+                tracing.annotate(
+                    {"server.address": parsed.host, "jobhook.result.retries": attempt - 1}
+                )
                 log.info(
                     "result_fetched",
                     host=parsed.host,

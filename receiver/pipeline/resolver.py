@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
 
+from receiver import tracing
 from receiver.errors import FetchError, ProviderError, RetryableError
 from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from receiver.pipeline.fetch import ResultFetcher
     from receiver.providers.jobapi import JobAPI
     from receiver.store import CompletionRow
+    from receiver.tracing import Span
 
 log = structlog.get_logger(__name__)
 MAX_URL_REFRESHES = 3
@@ -50,7 +53,10 @@ class Resolver:
         code: str | None = None
         if ref is None and api is not None and completion.state != State.EXPIRED:
             try:
-                status = await api.get_job(completion.job_id, urgent=True)
+                with tracing.span("jobhook.confirm", kind="client") as span:
+                    status = await api.get_job(completion.job_id, urgent=True)
+                    span.set("jobhook.provider.status", status.provider_status)
+                    span.set("jobhook.state", status.state.value)
             except JobNotFoundError as exc:
                 return Resolution(error=str(exc))
             if not status.state.terminal:
@@ -66,24 +72,29 @@ class Resolver:
             )
         dest = self.result_path(completion.source, completion.job_id)
         if ref.url is None:
-            resolution = await _store_inline(ref.inline, dest)
-        else:
-            resolution = await self._download(completion, ref, dest, api)
-        return dataclasses.replace(
-            resolution,
-            error=resolution.error or error,
-            state=state,
-            provider_status=provider_status,
-            error_code=code,
-        )
+            return _with(await _store_inline(ref.inline, dest), error, state, provider_status, code)
+        started = time.monotonic()
+        with tracing.span("jobhook.result.fetch") as span:
+            fetched = await self._download(completion, ref, dest, api, span)
+            span.set("jobhook.result.bytes", fetched.result_bytes)
+            span.set("jobhook.result.seconds", round(time.monotonic() - started, 6))
+            if fetched.error is not None:
+                span.fail(fetched.error)
+        return _with(fetched, error, state, provider_status, code)
 
     async def _download(
-        self, completion: CompletionRow, ref: ResultRef, dest: Path, api: JobAPI | None
+        self,
+        completion: CompletionRow,
+        ref: ResultRef,
+        dest: Path,
+        api: JobAPI | None,
+        span: Span = tracing.NULL_SPAN,
     ) -> Resolution:
         if self._fetcher is None:
             return Resolution(error="result is a URL but no fetcher is configured")
         for refresh in range(MAX_URL_REFRESHES + 1):
             assert ref.url is not None
+            span.set("jobhook.result.url_refreshes", refresh)
             try:
                 info = await self._fetcher.fetch(ref.url, dest, expected_sha256=ref.sha256)
             except FetchError as exc:
@@ -105,6 +116,22 @@ class Resolver:
                 continue
             return Resolution(str(info.path), info.sha256, info.bytes)
         raise RetryableError("unreachable")  # pragma: no cover
+
+
+def _with(
+    resolution: Resolution,
+    error: str | None,
+    state: State | None,
+    provider_status: str | None,
+    error_code: str | None,
+) -> Resolution:
+    return dataclasses.replace(
+        resolution,
+        error=resolution.error or error,
+        state=state,
+        provider_status=provider_status,
+        error_code=error_code,
+    )
 
 
 async def _store_inline(value: Any, dest: Path) -> Resolution:

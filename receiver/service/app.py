@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, TypeAlias
 
 import structlog
 from starlette.applications import Starlette
@@ -12,10 +13,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from receiver import tracing
 from receiver.admin.routes import admin_routes
 from receiver.errors import JobhookError, RejectedError, RetryableError
 from receiver.intake import direct, webhooks
 from receiver.ops import health
+from receiver.ops import tracing as ops_tracing
 from receiver.ops.log import SINK
 from receiver.ops.metrics import Metrics, metrics_endpoint
 from receiver.providers import get_provider
@@ -24,7 +27,8 @@ from receiver.service.runtime import Runtime, load_handlers
 from receiver.signatures import build_verifier
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
 
     from starlette.responses import Response
     from starlette.types import Message, Receive, Scope, Send
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
     from receiver.completion import Handler
     from receiver.config.settings import Settings, SourceSettings
     from receiver.store import Store
+
+    Lifespan: TypeAlias = Callable[[Starlette], AbstractAsyncContextManager[None]]
 
 log = structlog.get_logger("receiver.app")
 
@@ -124,6 +130,25 @@ class App(Starlette):
         return sending
 
 
+def _traced(backend: ops_tracing.OtelBackend | None, lifespan: Lifespan) -> Lifespan:
+    """``lifespan`` with tracing on for the app's life; then off, and what is pending exported
+    (on a thread: the export may go to a collector this event loop serves, as in the tests)."""
+    if backend is None:
+        return lifespan
+
+    @contextlib.asynccontextmanager
+    async def traced(app: Starlette) -> AsyncIterator[None]:
+        tracing.install(backend)
+        try:
+            async with lifespan(app):
+                yield
+        finally:
+            tracing.install(None)
+            await asyncio.to_thread(backend.shutdown)
+
+    return traced
+
+
 def create_app(
     settings: Settings,
     *,
@@ -150,6 +175,7 @@ def create_app(
         settings.server.max_body_bytes,
         settings.server.body_timeout_seconds,
     )
+    tracer = ops_tracing.build(settings.tracing, os.environ)  # None unless tracing is asked for
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -197,7 +223,7 @@ def create_app(
             *admin,
         ],
         exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
-        lifespan=lifespan,
+        lifespan=_traced(tracer, lifespan),
     )
     app.webhook = webhook
     app.state.settings = settings

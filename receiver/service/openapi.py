@@ -116,7 +116,8 @@ SCHEMAS: Json = {
             "provider_status": {"type": "string"}, "received_at": {"type": "string"}}}},
         "completion": {"type": "object", "nullable": True, "properties": {
             "id": {"type": "integer"}, "state": {"type": "string"}, "phase": {"type": "string"},
-            "error": _nullable("string"), "result": _ref("Result")}},
+            "error": _nullable("string"), "result": _ref("Result"),
+            "trace_id": _nullable("string")}},
         "dispatches": {"type": "array", "items": {"type": "object", "properties": {
             "handler": {"type": "string"}, "state": {"type": "string"},
             "attempts": {"type": "integer"}, "last_error": _nullable("string"),

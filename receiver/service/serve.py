@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import os
 import signal
 from typing import TYPE_CHECKING
 
 import uvicorn
 
 from receiver.ops.log import configure_logging
+from receiver.ops.tracing import requested as tracing_requested
 from receiver.service.app import App, create_app
 from receiver.service.preflight import preflight
 
@@ -34,7 +36,8 @@ def run(
     """
     checked = preflight(config_path, host=host, port=port)
     settings = checked.settings
-    configure_logging(settings.log.level, settings.log.format, batch=True)
+    trace_ids = tracing_requested(settings.tracing, os.environ)
+    configure_logging(settings.log.level, settings.log.format, batch=True, trace_ids=trace_ids)
     app = create_app(settings, store=store, sources=checked.sources, handlers=checked.handlers)
     # Everything imported and built so far lives as long as the process: move it out of the
     # collector's sight, so a full collection under load walks only what requests created

@@ -144,6 +144,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN error_code text;
     ALTER TABLE completions ADD COLUMN error_code text;
     """,
+    # 4: SQLite's 6: the trace a completion belongs to (W3C traceparent of the span that stored
+    # it), so the dispatcher continues it later or on another replica; NULL while tracing is off.
+    """
+    ALTER TABLE completions ADD COLUMN traceparent text;
+    """,
 )
 
 

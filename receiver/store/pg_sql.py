@@ -74,15 +74,15 @@ RETURNING state
 
 INSERT_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref, error_code)
+                         next_attempt_at, phase, result_ref, error_code, traceparent)
 SELECT source, job_id, state, provider_status, metadata, error, $3::double precision,
-       $3::double precision, $4::text, $5::text, error_code
+       $3::double precision, $4::text, $5::text, error_code, $6::text
 FROM jobs WHERE source = $1 AND job_id = $2
 ON CONFLICT (source, job_id) DO NOTHING RETURNING id
 """
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
-    phase, result_path, result_sha256, result_bytes, attempts, result_ref"""
+    phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent"""
 _DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
     updated_at"""
 
@@ -158,4 +158,4 @@ def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple
 
 def completion_args(event: Event, at: float, resolve: bool) -> tuple[Any, ...]:
     p = records.completion_params(event, at, resolve)
-    return (p["source"], p["job_id"], p["now"], p["phase"], p["result_ref"])
+    return (p["source"], p["job_id"], p["now"], p["phase"], p["result_ref"], p["traceparent"])

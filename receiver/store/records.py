@@ -62,6 +62,7 @@ def completion_params(event: Event, at: float, resolve: bool) -> dict[str, Any]:
         "now": at,
         "phase": phase,
         "result_ref": result_ref,
+        "traceparent": event.traceparent,
     }
 
 
@@ -126,6 +127,7 @@ def completion_row(r: Sequence[Any]) -> CompletionRow:
         r[11],
         r[12],
         r[13],
+        r[14] if len(r) > 14 else None,
     )
 
 

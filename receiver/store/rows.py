@@ -45,6 +45,8 @@ class CompletionRow:
     result_bytes: int | None
     attempts: int
     result_ref: str | None = None
+    traceparent: str | None = None
+    """The W3C trace context the completion was stored under (None: tracing was off)."""
 
 
 @dataclass(frozen=True, slots=True)

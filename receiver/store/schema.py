@@ -109,4 +109,9 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN error_code TEXT;
     ALTER TABLE completions ADD COLUMN error_code TEXT;
     """,
+    # 6: the trace a completion belongs to (W3C traceparent of the span that stored it), so the
+    # dispatcher continues it later or on another replica; NULL while tracing is off.
+    """
+    ALTER TABLE completions ADD COLUMN traceparent TEXT;
+    """,
 )

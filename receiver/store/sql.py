@@ -56,9 +56,9 @@ RETURNING state
 
 INSERT_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref, error_code)
+                         next_attempt_at, phase, result_ref, error_code, traceparent)
 SELECT source, job_id, state, provider_status, metadata, error, :now, :now, :phase, :result_ref,
-       error_code
+       error_code, :traceparent
 FROM jobs WHERE source = :source AND job_id = :job_id
 ON CONFLICT (source, job_id) DO NOTHING
 """
@@ -66,12 +66,13 @@ ON CONFLICT (source, job_id) DO NOTHING
 
 INSERT_NEW_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref, error_code)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10) ON CONFLICT (source, job_id) DO NOTHING
+                         next_attempt_at, phase, result_ref, error_code, traceparent)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11)
+ON CONFLICT (source, job_id) DO NOTHING
 """
 """INSERT_COMPLETION for a job created in the same transaction: its row is ``job_args``' first
-seven values (then phase, result reference and error code), so they are inserted as they are
-instead of read back (~3 us a webhook)."""
+seven values (then phase, result reference, error code and traceparent), so they are inserted
+as they are instead of read back (~3 us a webhook)."""
 
 INSERT_DISPATCH = """
 INSERT INTO dispatches (completion_id, handler, next_attempt_at, updated_at)
@@ -86,7 +87,7 @@ WHERE state = 'dead'
 """
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
-    phase, result_path, result_sha256, result_bytes, attempts, result_ref"""
+    phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent"""
 SELECT_COMPLETION = f"SELECT {_COMPLETION_COLUMNS} FROM completions"  # noqa: S608
 
 SELECT_JOB = """

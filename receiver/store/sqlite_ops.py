@@ -45,7 +45,10 @@ def ingest(
     if event.state.terminal and state == event.state:
         if new_job:
             extra = records.completion_phase(event, resolve)
-            created = db.execute(sql.INSERT_NEW_COMPLETION, (*args[:7], *extra, event.error_code))
+            created = db.execute(
+                sql.INSERT_NEW_COMPLETION,
+                (*args[:7], *extra, event.error_code, event.traceparent),
+            )
         else:
             created = db.execute(
                 sql.INSERT_COMPLETION, records.completion_params(event, now, resolve)

@@ -151,6 +151,7 @@ async def test_events_stream_completions_as_they_are_committed(
     assert first["data"]["job_id"] == "job-1"
     assert first["data"]["state"] == "succeeded"
     assert first["data"]["metadata"] == {"tier": "gold"}
+    assert first["data"]["trace_id"] is None  # tracing is off
     assert int(second["id"]) > int(first["id"]) == first["data"]["id"]
     assert (second["data"]["job_id"], second["data"]["state"]) == ("job-2", "failed")
 

@@ -199,3 +199,19 @@ async def test_cancelling_the_handler_kills_the_program(
 def test_bad_options_are_refused_at_construction(options: dict[str, object], reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         CommandHandler(name="run", **options)
+
+
+@pytest.mark.usefixtures("tracer")
+async def test_with_tracing_on_the_program_gets_traceparent_in_its_environment(
+    tmp_path: Path, make_completion: Callable[..., Completion]
+) -> None:
+    from receiver import tracing
+
+    out = tmp_path / "seen.json"
+    recorder = RECORDER.replace('("JOBHOOK_", "EXTRA")', '("JOBHOOK_", "TRACE")')
+    handler = CommandHandler(name="run", command=[PY, "-c", recorder], env={"OUT": str(out)})
+    with tracing.span("jobhook.deliver run"):
+        sent = tracing.traceparent()
+        await handler.handle(make_completion("job-t"))
+    assert sent is not None
+    assert json.loads(out.read_text())["env"]["TRACEPARENT"] == sent

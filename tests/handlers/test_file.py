@@ -197,3 +197,18 @@ def test_a_dir_that_is_a_file_is_refused_at_construction(tmp_path: Path) -> None
     (tmp_path / "f").write_text("x")
     with pytest.raises(ValueError, match="not a directory"):
         FileHandler(name="files", dir=tmp_path / "f")
+
+
+@pytest.mark.usefixtures("tracer")
+async def test_with_tracing_on_the_document_names_the_delivery_trace(
+    tmp_path: Path, make_completion: Callable[..., Completion]
+) -> None:
+    from receiver import tracing
+
+    completion = make_completion("job-t")
+    with tracing.span("jobhook.deliver files"):
+        sent = tracing.traceparent()
+        await FileHandler(name="files", dir=tmp_path).handle(completion)
+    document = json.loads((tmp_path / "reducto" / "job-t.json").read_bytes())
+    assert document.pop("traceparent") == sent
+    assert document == completion.to_dict()  # otherwise unchanged

@@ -337,3 +337,23 @@ def test_repr_lists_the_servers_without_credentials() -> None:
         "NatsHandler(name='events', servers=['nats://n1:4222', 'tls://n2:4222'], "
         "subject='a.b', stream=None)"
     )
+
+
+@pytest.mark.nats
+@pytest.mark.usefixtures("tracer")
+async def test_with_tracing_on_the_message_carries_a_traceparent_header(
+    names: Names, make_completion: Callable[..., Completion]
+) -> None:
+    from receiver import tracing
+
+    handler = NatsHandler(name="events", subject=names.subject, stream=names.stream)
+    try:
+        with tracing.span("jobhook.deliver events"):
+            ids = tracing.current_ids()
+            await handler.handle(make_completion("job-t"))
+    finally:
+        await handler.close()
+    (message,) = await _messages(names.stream)
+    assert ids is not None
+    assert tracing.trace_id(message.headers["traceparent"]) == ids[0]
+    assert message.headers["Nats-Msg-Id"] == "reducto:job-t:succeeded"

@@ -336,3 +336,24 @@ def test_repr_shows_where_it_publishes_without_credentials() -> None:
         "RabbitMQHandler(name='events', url='amqps://mq:5671/prod', exchange='', "
         "routing_key='jobs', queue='jobs')"
     )
+
+
+@pytest.mark.rabbitmq
+@pytest.mark.usefixtures("tracer")
+async def test_with_tracing_on_the_message_carries_a_traceparent_header(
+    names: Names, make_completion: Callable[..., Completion]
+) -> None:
+    from receiver import tracing
+
+    handler = RabbitMQHandler(name="events", url=AMQP_URL, queue=names.queue)
+    try:
+        with tracing.span("jobhook.deliver events"):
+            ids = tracing.current_ids()
+            await handler.handle(make_completion("job-t"))
+    finally:
+        await handler.close()
+    (message,) = await _drain(names.queue)
+    assert ids is not None
+    traceparent = message.headers["traceparent"]
+    assert isinstance(traceparent, str)
+    assert tracing.trace_id(traceparent) == ids[0]

@@ -211,3 +211,24 @@ async def test_repr_shows_where_it_publishes_without_credentials() -> None:
     assert repr(handler) == (
         "RedisHandler(name='events', url='rediss://cache:6380/2', stream='s', maxlen=None)"
     )
+
+
+@pytest.mark.redis
+@pytest.mark.usefixtures("tracer")
+async def test_with_tracing_on_the_entry_carries_the_traceparent_of_its_producer_span(
+    client: aioredis.Redis, stream: str, make_completion: Callable[..., Completion]
+) -> None:
+    from receiver import tracing
+
+    handler = RedisHandler(name="events", stream=stream)
+    try:
+        with tracing.span("jobhook.deliver events"):
+            ids = tracing.current_ids()
+            await handler.handle(make_completion("job-t"))
+    finally:
+        await handler.close()
+    ((_, fields),) = await client.xrange(stream)  # as a consumer reads it
+    assert ids is not None
+    assert set(fields) == {b"id", b"completion", b"traceparent"}
+    assert tracing.trace_id(fields[b"traceparent"].decode()) == ids[0]
+    assert fields[b"traceparent"].decode().split("-")[2] != ids[1]  # the producer span's own

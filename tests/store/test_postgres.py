@@ -56,6 +56,7 @@ async def sql(url: str, query: str) -> list[Any]:
 async def test_replicas_opening_together_migrate_once(postgres_url: str) -> None:
     async with stores(postgres_url, 5):
         rows = await sql(postgres_url, "SELECT version FROM schema_migrations ORDER BY 1")
+
     assert [r[0] for r in rows] == list(range(1, len(POSTGRES_MIGRATIONS) + 1))
     async with stores(postgres_url, 1):  # reopening applies nothing again
         pass

@@ -185,6 +185,7 @@ def test_events_and_results_travel_to_the_writer_process_whole() -> None:
         progress=Progress(3, 4), expected_pages=4,
         result=ResultRef(url="https://x.example/r", sha256="ab" * 32), poll_at=12.5,
         error_code="DOCUMENT_CORRUPT",
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     )  # fmt: skip
     result = IngestResult("duplicate", "j-1", State.EXPIRED, completed=True, requeued=2)
     for value in (event, result):
