@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import subprocess
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -21,8 +18,8 @@ from starlette.routing import Route
 
 from receiver import tracing
 from tests.otlp import Collector
-from tests.store.test_replicas import one_row
-from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
+from tests.store.test_replicas import Replica, one_row
+from tests.support import SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,12 +44,11 @@ class HoldFirst:
         return JSONResponse({"ok": True})
 
 
-class TracedReplica:
+class TracedReplica(Replica):
+    """A replica exporting its spans to the test's collector, configured by OTEL_* alone."""
+
     def __init__(self, config: Path, log: Path, name: str, collector: str) -> None:
         self.name = name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
         env.update(
             JOBHOOK_LOG__FORMAT="json",
@@ -61,31 +57,7 @@ class TracedReplica:
             OTEL_RESOURCE_ATTRIBUTES=f"service.instance.id={name}",
             OTEL_BSP_SCHEDULE_DELAY="50",  # export within 50 ms: a killed replica loses nothing
         )
-        with log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "receiver", "serve", "--config", str(config),
-                 "--port", str(self.port)],
-                stdout=out, stderr=subprocess.STDOUT, env=env,
-            )  # fmt: skip
-
-    async def wait_ready(self) -> None:
-        async with httpx.AsyncClient() as client, asyncio.timeout(30):
-            while True:
-                if self.process.poll() is not None:
-                    pytest.fail(f"replica exited: {self.log.read_text()[-2000:]}")
-                with contextlib.suppress(httpx.TransportError):
-                    if (await client.get(f"{self.url}/readyz")).status_code == 200:
-                        return
-                await asyncio.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.process.wait(timeout=10)
+        super().__init__(config, log, env)
 
 
 @pytest.mark.timeout(120)
@@ -145,7 +117,7 @@ backoff_initial = 0.2
         finally:
             downstream.release.set()
             for replica in replicas:
-                replica.stop()
+                replica.stop(graceful=True)
     (webhook,) = collector.named("POST /webhooks/")
     (delivered,) = [
         s

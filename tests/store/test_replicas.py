@@ -91,7 +91,9 @@ async def replicas(config: Path, tmp_path: Path, count: int = 3) -> AsyncIterato
 
 
 class Replica:
-    def __init__(self, config: Path, log: Path) -> None:
+    """``jobhook serve`` as a process of its own; ``env`` replaces the environment it gets."""
+
+    def __init__(self, config: Path, log: Path, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
@@ -100,7 +102,7 @@ class Replica:
                 [sys.executable, "-m", "receiver", "serve", "--config", str(config),
                  "--port", str(self.port)],
                 stdout=out, stderr=subprocess.STDOUT,
-                env={**os.environ, "JOBHOOK_LOG__FORMAT": "json"},
+                env={**os.environ, "JOBHOOK_LOG__FORMAT": "json"} if env is None else env,
             )  # fmt: skip
 
     async def wait_ready(self) -> None:
@@ -113,9 +115,15 @@ class Replica:
                         return
                 await asyncio.sleep(0.05)
 
-    def stop(self) -> None:
+    def stop(self, *, graceful: bool = False) -> None:
+        """SIGKILL, or with ``graceful`` SIGTERM (SIGKILL after 15 s), and wait for the exit."""
         if self.process.poll() is None:
-            self.process.kill()
+            if graceful:
+                self.process.send_signal(signal.SIGTERM)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=15)
+            if self.process.poll() is None:
+                self.process.kill()
         self.process.wait(timeout=10)
 
 
