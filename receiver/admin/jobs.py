@@ -80,6 +80,7 @@ def filter_from(request: Request) -> JobFilter:
         created_before=q.get("created_before"),
         metadata=q.getlist("metadata"),
         min_confidence=q.get("min_confidence"),
+        error_code=q.get("error_code"),
     )
 
 

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 Filters = dict[str, Any]
-"""Filter options as text: source, state, created_after, created_before, min_confidence, and
-metadata as a list of ``key:value``."""
+"""Filter options as text: source, state, created_after, created_before, min_confidence,
+error_code, and metadata as a list of ``key:value``."""
 
 
 class ClientError(Exception):

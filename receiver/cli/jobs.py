@@ -76,6 +76,7 @@ def _filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--metadata", multiple=True, metavar="KEY=VALUE",
                      help="Metadata the job must hold (repeatable)."),
         click.option("--min-confidence", help="Least confident field at least this."),
+        click.option("--error-code", help="Failed with this code (http_5xx, DOCUMENT_CORRUPT...)."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -89,7 +90,7 @@ def _filters(kwargs: dict[str, Any]) -> dict[str, Any]:
         if not found or not key:
             raise ClientError(f"--metadata {pair!r} is not KEY=VALUE", exit_code=2)
         pairs.append(f"{key}:{value}")
-    names = ("source", "state", "created_after", "created_before", "min_confidence")
+    names = ("source", "state", "created_after", "created_before", "min_confidence", "error_code")
     return {"metadata": pairs, **{name: kwargs.pop(name) for name in names}}
 
 

@@ -19,6 +19,7 @@ from receiver.backoff import backoff_delay
 from receiver.completion import Completion, ResultInfo
 from receiver.errors import JobhookError, RetryableError
 from receiver.loops import wait_either, worker_id
+from receiver.pipeline import failures
 from receiver.pipeline.resolver import ref_from_json
 from receiver.store import Resolution
 
@@ -191,7 +192,10 @@ class Dispatcher:
                 )
                 return
             bound.error("resolve_gave_up", attempts=row.attempts, error=str(exc))
-            resolution = Resolution(error=f"result could not be resolved: {exc}")
+            code, where = failures.resolve_failure(exc)
+            resolution = Resolution(
+                error=f"result could not be resolved: {exc}", error_code=code, error_where=where
+            )
         await self.store.resolve_completion(row.id, self.owner, resolution)
         bound.info("completion_resolved", bytes=resolution.result_bytes, error=resolution.error)
         self.wake()
@@ -212,6 +216,7 @@ class Dispatcher:
                 self.owner,
                 error="handler is no longer configured",
                 next_attempt_at=None,
+                error_code="handler_missing",
             )
             return
         started = self._clock()
@@ -220,11 +225,11 @@ class Dispatcher:
         try:
             await handler.handle(completion_of(row))
         except Exception as exc:  # a handler raising means "retry later"
-            error = f"{type(exc).__name__}: {exc}"[:2000]
+            code, error = failures.handler_failure(exc)
             if dispatch.attempts >= policy.max_attempts:
-                bound.error("dispatch_dead", error=error)
+                bound.error("dispatch_dead", error=error, error_code=code)
                 await self.store.finish_dispatch(
-                    dispatch.id, self.owner, error=error, next_attempt_at=None
+                    dispatch.id, self.owner, error=error, next_attempt_at=None, error_code=code
                 )
                 outcome = "dead"
             else:
@@ -233,9 +238,13 @@ class Dispatcher:
                 wanted = exc.retry_after if isinstance(exc, RetryableError) else None
                 if wanted is not None:
                     delay = min(max(delay, wanted), policy.backoff_max)
-                bound.warning("dispatch_retry", delay=round(delay, 2), error=error)
+                bound.warning("dispatch_retry", delay=round(delay, 2), error=error, error_code=code)
                 await self.store.finish_dispatch(
-                    dispatch.id, self.owner, error=error, next_attempt_at=self._clock() + delay
+                    dispatch.id,
+                    self.owner,
+                    error=error,
+                    next_attempt_at=self._clock() + delay,
+                    error_code=code,
                 )
                 outcome = "retry"
         else:

@@ -13,6 +13,7 @@ import structlog
 from receiver.errors import FetchError, ProviderError, RetryableError
 from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
+from receiver.pipeline import failures
 from receiver.pipeline.confidence import job_confidence
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
@@ -52,7 +53,9 @@ class Resolver:
             try:
                 status = await api.get_job(completion.job_id, urgent=True)
             except JobNotFoundError as exc:
-                return Resolution(error=str(exc))
+                return Resolution(
+                    error=str(exc), error_code="job_not_found", error_where="provider"
+                )
             if not status.state.terminal:
                 raise ProviderError(
                     f"{completion.source}: job {completion.job_id} is still "
@@ -60,9 +63,14 @@ class Resolver:
                 )
             ref, error, code = status.result, status.error, status.error_code
             state, provider_status = status.state, status.provider_status
+        where = "provider" if error is not None or code is not None else None
         if ref is None:
             return Resolution(
-                error=error, state=state, provider_status=provider_status, error_code=code
+                error=error,
+                state=state,
+                provider_status=provider_status,
+                error_code=code,
+                error_where=where,
             )
         dest = self.result_path(completion.source, completion.job_id)
         if ref.url is None:
@@ -74,14 +82,19 @@ class Resolver:
             error=resolution.error or error,
             state=state,
             provider_status=provider_status,
-            error_code=code,
+            error_code=resolution.error_code or code,
+            error_where=resolution.error_where or where,
         )
 
     async def _download(
         self, completion: CompletionRow, ref: ResultRef, dest: Path, api: JobAPI | None
     ) -> Resolution:
         if self._fetcher is None:
-            return Resolution(error="result is a URL but no fetcher is configured")
+            return Resolution(
+                error="result is a URL but no fetcher is configured",
+                error_code="no_fetcher",
+                error_where="fetch",
+            )
         for refresh in range(MAX_URL_REFRESHES + 1):
             assert ref.url is not None
             try:
@@ -94,13 +107,21 @@ class Resolver:
                         job_id=completion.job_id,
                         error=str(exc),
                     )
-                    return Resolution(error=f"result not fetched: {exc}")
+                    return Resolution(
+                        error=f"result not fetched: {exc}",
+                        error_code=failures.fetch_code(exc),
+                        error_where="fetch",
+                    )
                 if not exc.expired or api is None or refresh == MAX_URL_REFRESHES:
                     raise
                 log.info("result_url_expired", source=completion.source, job_id=completion.job_id)
                 status = await api.get_job(completion.job_id, urgent=True)
                 if status.result is None or status.result.url is None:
-                    return Resolution(error="result URL expired and the job API has no new one")
+                    return Resolution(
+                        error="result URL expired and the job API has no new one",
+                        error_code="result_expired",
+                        error_where="fetch",
+                    )
                 ref = status.result
                 continue
             return Resolution(str(info.path), info.sha256, info.bytes)

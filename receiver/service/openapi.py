@@ -85,6 +85,8 @@ _FILTERS = [
     _query("metadata", {"type": "array", "items": {"type": "string"}},
            "key:value the job's metadata must hold; repeatable", style="form", explode=True),
     _query("min_confidence", {"type": "number"}, "jobs whose least confident field is at least"),
+    _query("error_code", {"type": "string"},
+           "jobs that failed with this normalised code, or with a dispatch failing with it"),
 ]  # fmt: skip
 
 # fmt: off
@@ -100,6 +102,9 @@ SCHEMAS: Json = {
         "state": {"type": "string", "enum": _STATES}, "provider_status": {"type": "string"},
         "terminal": {"type": "boolean"}, "metadata": {"type": "object"},
         "error": _nullable("string"), "error_code": _nullable("string"),
+        "failure": {"type": "object", "nullable": True, "properties": {
+            "code": {"type": "string"}, "message": _nullable("string"),
+            "where": {"type": "string"}}},
         "progress": {"type": "object", "nullable": True, "properties": {
             "done": _nullable("integer"), "total": _nullable("integer")}},
         "expected_pages": _nullable("integer"), "created_at": {"type": "string"},

@@ -91,8 +91,10 @@ class Store(abc.ABC):
         *,
         error: str | None,
         next_attempt_at: float | None,
+        error_code: str | None = None,
     ) -> None:
-        """Record an attempt: success (no error), a retry at ``next_attempt_at``, or dead."""
+        """Record an attempt: success (no error), a retry at ``next_attempt_at``, or dead;
+        a failure's normalised ``error_code`` is kept beside its message."""
 
     @abc.abstractmethod
     async def renew(self, owner: str, lease_until: float) -> None:

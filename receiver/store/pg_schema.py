@@ -144,6 +144,11 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN error_code text;
     ALTER TABLE completions ADD COLUMN error_code text;
     """,
+    # 4: SQLite's 6: where a completion's error arose, and each dispatch's last failure's code.
+    """
+    ALTER TABLE completions ADD COLUMN error_where text;
+    ALTER TABLE dispatches ADD COLUMN error_code text;
+    """,
 )
 
 

@@ -84,7 +84,7 @@ ON CONFLICT (source, job_id) DO NOTHING RETURNING id
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
     phase, result_path, result_sha256, result_bytes, attempts, result_ref"""
 _DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
-    updated_at"""
+    updated_at, error_code"""
 
 # A CTE with FOR UPDATE is evaluated once; SKIP LOCKED passes over rows another replica is
 # claiming, and a row claimed meanwhile is re-checked against its new lease and left out.

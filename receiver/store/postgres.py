@@ -108,9 +108,15 @@ class PostgresStore(Store):
         return await self._db.transaction(op)
 
     async def finish_dispatch(
-        self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
+        self,
+        dispatch_id: int,
+        owner: str,
+        *,
+        error: str | None,
+        next_attempt_at: float | None,
+        error_code: str | None = None,
     ) -> None:
-        params = records.finish_params(dispatch_id, owner, error, next_attempt_at)
+        params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
         await self._db.execute(_n(sql.FINISH_DISPATCH), *params)
 
     async def renew(self, owner: str, lease_until: float) -> None:

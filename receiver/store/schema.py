@@ -109,4 +109,10 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE jobs ADD COLUMN error_code TEXT;
     ALTER TABLE completions ADD COLUMN error_code TEXT;
     """,
+    # 6: job quality (issue 21): where a completion's error arose (provider | fetch), and each
+    # dispatch's last failure as a normalised code (http_5xx, connect_error...).
+    """
+    ALTER TABLE completions ADD COLUMN error_where TEXT;
+    ALTER TABLE dispatches ADD COLUMN error_code TEXT;
+    """,
 )

@@ -109,7 +109,7 @@ RESOLVE_COMPLETION = """
 UPDATE completions SET phase = 'ready', result_path = ?, result_sha256 = ?, result_bytes = ?,
     error = coalesce(?, error), error_code = coalesce(?, error_code), state = coalesce(?, state),
     provider_status = coalesce(?, provider_status), resolved_at = ?, confidence = ?,
-    lease_owner = NULL, lease_until = NULL
+    error_where = coalesce(?, error_where), lease_owner = NULL, lease_until = NULL
 WHERE id = ? AND lease_owner = ?
 """
 
@@ -119,7 +119,7 @@ WHERE id = ? AND lease_owner = ?
 """
 
 _DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
-    updated_at"""
+    updated_at, error_code"""
 
 CLAIM_DISPATCHES = f"""
 UPDATE dispatches SET state = 'running', lease_owner = ?, lease_until = ?,
@@ -135,7 +135,7 @@ RETURNING {_DISPATCH_COLUMNS}
 
 FINISH_DISPATCH = """
 UPDATE dispatches SET state = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?,
-    updated_at = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL
+    error_code = ?, updated_at = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL
 WHERE id = ? AND lease_owner = ?
 """
 
@@ -218,7 +218,8 @@ def replay_query(
             params.append(value)
     query = f"""
     UPDATE dispatches SET state = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ?,
-        last_error = NULL, lease_owner = NULL, lease_until = NULL, finished_at = NULL
+        last_error = NULL, error_code = NULL, lease_owner = NULL, lease_until = NULL,
+        finished_at = NULL
     WHERE id IN (SELECT d.id FROM dispatches d JOIN completions c ON c.id = d.completion_id
                  WHERE {" AND ".join(where)})
     """  # noqa: S608

@@ -172,9 +172,15 @@ class SQLiteStore(Store):
         return await self._write_sync(sqlite_ops.claim_dispatches, owner, limit, until, now)
 
     async def finish_dispatch(
-        self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
+        self,
+        dispatch_id: int,
+        owner: str,
+        *,
+        error: str | None,
+        next_attempt_at: float | None,
+        error_code: str | None = None,
     ) -> None:
-        params = records.finish_params(dispatch_id, owner, error, next_attempt_at)
+        params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
         await self._write_sync(sqlite_ops.execute, sql.FINISH_DISPATCH, params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
