@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.admin.query import encode_cursor
 from receiver.models import State
+from receiver.ops.health import circuit_doc
 from receiver.pipeline import failures
 from receiver.store.rows import JobFilter
 
@@ -18,7 +19,14 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.store import CompletionRow, DispatchRow, JobRow, Store
-    from receiver.store.rows import DeliveryRow, ErrorCount, JobKey, JobListing, JobStats
+    from receiver.store.rows import (
+        CircuitRow,
+        DeliveryRow,
+        ErrorCount,
+        JobKey,
+        JobListing,
+        JobStats,
+    )
 
 
 def iso(at: float | None) -> str | None:
@@ -145,8 +153,11 @@ async def job_detail(store: Store, source: str, job_id: str) -> dict[str, Any] |
     }
 
 
-def stats_doc(period: str, since: float, stats: JobStats) -> dict[str, Any]:
-    """``GET /jobs/stats``: success rate is succeeded over terminal jobs (None with none)."""
+def stats_doc(
+    period: str, since: float, stats: JobStats, circuits: Sequence[CircuitRow] = ()
+) -> dict[str, Any]:
+    """``GET /jobs/stats``: success rate is succeeded over terminal jobs (None with none);
+    ``circuits`` are the handlers' circuits as they stand now."""
     return {
         "period": period,
         "since": iso(since),
@@ -163,6 +174,7 @@ def stats_doc(period: str, since: float, stats: JobStats) -> dict[str, Any]:
         },
         "handler_failures": stats.handler_failures,
         "errors": errors_doc(stats.errors),
+        "circuits": {c.handler: circuit_doc(c) for c in circuits},
     }
 
 

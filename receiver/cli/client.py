@@ -184,7 +184,8 @@ class StoreReader:
         except jobquery.QueryError as exc:
             raise ClientError(exc.detail, exit_code=2) from exc
         since = time.time() - seconds
-        return jobviews.stats_doc(name, since, self._run(self._store.job_stats(since)))
+        stats = self._run(self._store.job_stats(since))
+        return jobviews.stats_doc(name, since, stats, self._run(self._store.circuits()))
 
     def export(self, filters: Filters, fmt: str, include_result: bool) -> Iterator[str]:
         try:

@@ -20,6 +20,7 @@ from receiver.completion import Completion, ResultInfo
 from receiver.errors import JobhookError, RetryableError
 from receiver.loops import wait_either, worker_id
 from receiver.pipeline import failures
+from receiver.pipeline.circuit import Circuits
 from receiver.pipeline.resolver import ref_from_json
 from receiver.store import Resolution
 
@@ -83,6 +84,7 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._on_delivered = on_delivered
+        self.circuits = Circuits(store, clock)
 
     def wake(self) -> None:
         """New work was committed: look for it now."""
@@ -97,6 +99,7 @@ class Dispatcher:
         free = self.concurrency - len(self._tasks)
         if free <= 0:
             return 0
+        await self.circuits.refresh()
         now = self._clock()
         completions = await self.store.claim_completions(self.owner, free, self.lease_seconds, now)
         for row in completions:
@@ -247,11 +250,13 @@ class Dispatcher:
                     error_code=code,
                 )
                 outcome = "retry"
+            await self.circuits.failed(dispatch.handler, policy)
         else:
             await self.store.finish_dispatch(
                 dispatch.id, self.owner, error=None, next_attempt_at=None
             )
             bound.info("dispatch_succeeded", seconds=round(self._clock() - started, 4))
             outcome = "succeeded"
+            await self.circuits.succeeded(dispatch.handler)
         if self._on_delivered is not None:
             self._on_delivered(dispatch.handler, outcome, self._clock() - started)

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from receiver.models import Event, IngestResult
     from receiver.store.rows import (
         Backlog,
+        CircuitRow,
         CompletionRow,
         DeliveryRow,
         DispatchRow,
@@ -95,6 +96,21 @@ class Store(abc.ABC):
     ) -> None:
         """Record an attempt: success (no error), a retry at ``next_attempt_at``, or dead;
         a failure's normalised ``error_code`` is kept beside its message."""
+
+    @abc.abstractmethod
+    async def circuit_failed(
+        self, handler: str, threshold: int, cooldown: float, now: float
+    ) -> str:
+        """Count a failed attempt of ``handler``; at ``threshold`` in a row (or when a probe
+        fails) its circuit opens for ``cooldown`` seconds. Returns the circuit's state."""
+
+    @abc.abstractmethod
+    async def circuit_succeeded(self, handler: str, now: float) -> None:
+        """A delivery of ``handler`` succeeded: its circuit closes and its count starts over."""
+
+    @abc.abstractmethod
+    async def circuits(self) -> list[CircuitRow]:
+        """Every handler's circuit that has ever counted a failure."""
 
     @abc.abstractmethod
     async def renew(self, owner: str, lease_until: float) -> None:

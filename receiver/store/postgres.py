@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from receiver.models import IngestResult, State
 from receiver.store import pg_sql, queries, records, sql
 from receiver.store.base import Store
+from receiver.store.circuit_stores import PostgresCircuits, pg_probes
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 _n = pg_sql.numbered
 
 
-class PostgresStore(Store):
+class PostgresStore(PostgresCircuits, Store):
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(
@@ -94,10 +95,10 @@ class PostgresStore(Store):
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[tuple[DispatchRow, CompletionRow]]:
         async def op(conn: Conn) -> list[tuple[DispatchRow, CompletionRow]]:
-            args = (owner, now + lease_seconds, now, now, now, limit)
-            claimed = [
-                records.dispatch_row(r) for r in await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
-            ]
+            claimed = await pg_probes(conn, owner, now + lease_seconds, now)
+            args = (owner, now + lease_seconds, now, now, now, max(limit - len(claimed), 0))
+            rows = await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
+            claimed += [records.dispatch_row(r) for r in rows]
             if not claimed:
                 return []
             ids = sorted({d.completion_id for d in claimed})

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from receiver.store.rows import Resolution
 
 
+DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
+    updated_at, error_code"""
+"""The columns ``dispatch_row`` reads, in its order."""
+
+
 def now() -> float:
     return time.time()
 

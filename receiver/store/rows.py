@@ -166,6 +166,19 @@ class ErrorCount:
 
 
 @dataclass(frozen=True, slots=True)
+class CircuitRow:
+    """A handler's circuit: ``closed``, ``open`` (until ``retry_at``) or ``half_open``."""
+
+    handler: str
+    state: str
+    failures: int
+    """Consecutive failed attempts."""
+    opened_at: float | None
+    retry_at: float | None
+    """When an open circuit lets its probe through (or a half-open one's probe lease ends)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Backlog:
     """Work not yet done, for gauges: completions resolving, dispatches by state."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from receiver.store import records
 from receiver.store.records import now
 
 
@@ -118,8 +119,7 @@ UPDATE completions SET last_error = ?, next_attempt_at = ?, lease_owner = NULL, 
 WHERE id = ? AND lease_owner = ?
 """
 
-_DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
-    updated_at, error_code"""
+_DISPATCH_COLUMNS = records.DISPATCH_COLUMNS
 
 CLAIM_DISPATCHES = f"""
 UPDATE dispatches SET state = 'running', lease_owner = ?, lease_until = ?,
@@ -129,6 +129,7 @@ WHERE id IN (
     WHERE c.phase = 'ready'
       AND ((d.state = 'pending' AND d.next_attempt_at <= ?)
            OR (d.state = 'running' AND d.lease_until < ?))
+      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
     ORDER BY d.next_attempt_at LIMIT ?)
 RETURNING {_DISPATCH_COLUMNS}
 """  # noqa: S608
@@ -188,6 +189,11 @@ SELECT min(t) FROM (
     SELECT min(coalesce(CASE WHEN d.state = 'running' THEN d.lease_until END, d.next_attempt_at))
     FROM dispatches d JOIN completions c ON c.id = d.completion_id
     WHERE c.phase = 'ready' AND d.state IN ('pending', 'running')
+      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
+    UNION ALL
+    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed' AND EXISTS (
+        SELECT 1 FROM dispatches d JOIN completions c ON c.id = d.completion_id
+        WHERE d.handler = k.handler AND c.phase = 'ready' AND d.state IN ('pending', 'running'))
     UNION ALL
     SELECT min(lease_until) FROM completions WHERE phase = 'resolving' AND lease_until IS NOT NULL
 )
