@@ -113,6 +113,11 @@ class ServiceClient:
         data: dict[str, Any] = self._call("POST", path, json=body).json()
         return data
 
+    def replay_matching(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /jobs/replay``: one call of a bulk replay (or its dry run)."""
+        data: dict[str, Any] = self._call("POST", "/jobs/replay", json=body).json()
+        return data
+
     def wait(self, source: str, job_id: str, seconds: float) -> dict[str, Any]:
         """One long-poll of at most ``seconds``: the job's detail, terminal or not."""
         path = _job_path(source, job_id) + "/wait"

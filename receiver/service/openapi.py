@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from receiver.admin import bulk
 from receiver.admin.jobs import ReplayRequest, TrackRequest
 from receiver.admin.query import MAX_LIMIT, PERIODS
 from receiver.models import State
@@ -229,6 +230,9 @@ OPERATIONS: dict[tuple[str, str], Json] = {
             "requeued": {"type": "integer"}}}, "how many were queued"),
             "400": _ERROR, "404": _ERROR, "413": _ERROR, **_AUTH},
     },
+    ("/jobs/replay", "post"): {**bulk.OPERATION, "responses": {
+        "200": _json({"type": "object"}, "{dry_run, count}, or {replay_id, requeued, next_cursor}"),
+        "400": _ERROR, "413": _ERROR, **_AUTH}},
     ("/events", "get"): {
         "summary": "Completions as server-sent events, resumable with Last-Event-ID",
         "parameters": [

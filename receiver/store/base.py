@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.bulk import ReplayFilter
     from receiver.store.rows import (
         Backlog,
         CircuitRow,
@@ -143,6 +144,17 @@ class Store(abc.ABC):
         include_succeeded: bool = False,
     ) -> int:
         """Queue dead (or, with include_succeeded, also finished) dispatches again."""
+
+    @abc.abstractmethod
+    async def count_replayable(self, f: ReplayFilter) -> int:
+        """How many dispatches a bulk replay of ``f`` would requeue now."""
+
+    @abc.abstractmethod
+    async def replay_chunk(
+        self, f: ReplayFilter, after_id: int, limit: int, now: float
+    ) -> tuple[int, int | None]:
+        """Requeue the next ``limit`` dispatches of ``f`` with an id above ``after_id``, in one
+        short transaction: (how many were requeued, the last id looked at or None when done)."""
 
     @abc.abstractmethod
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from receiver.models import IngestResult, State
 from receiver.store import pg_sql, queries, records, sql
 from receiver.store.base import Store
+from receiver.store.bulk import PostgresBulk
 from receiver.store.circuit_stores import PostgresCircuits, pg_probes
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 _n = pg_sql.numbered
 
 
-class PostgresStore(PostgresCircuits, Store):
+class PostgresStore(PostgresBulk, PostgresCircuits, Store):
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(

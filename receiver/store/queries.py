@@ -141,6 +141,18 @@ ORDER BY c.id LIMIT ?
 
 def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple[str, list[Any]]:
     """The keyset-paged SELECT for ``where``: newest first, ties broken by source and job id."""
+    clauses, params = job_clauses(where)
+    if after is not None:
+        clauses.append("(j.created_at, j.source, j.job_id) < (?, ?, ?)")
+        params += list(after)
+    where_sql = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    query = f"""{_LISTING} {where_sql}
+    ORDER BY j.created_at DESC, j.source DESC, j.job_id DESC LIMIT ?"""
+    return query, [*params, limit]
+
+
+def job_clauses(where: JobFilter) -> tuple[list[str], list[Any]]:
+    """``where`` as SQL conditions on ``jobs j`` joined with ``completions c``, and their values."""
     clauses: list[str] = []
     params: list[Any] = []
     for clause, value in (("j.source = ?", where.source), ("j.job_id = ?", where.job_id),
@@ -157,13 +169,7 @@ def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple
     if where.error_code is not None:
         clauses.append(f"({FAILURE_CODE} = ? OR {_FAILING_DISPATCH})")
         params += [where.error_code, where.error_code]
-    if after is not None:
-        clauses.append("(j.created_at, j.source, j.job_id) < (?, ?, ?)")
-        params += list(after)
-    where_sql = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    query = f"""{_LISTING} {where_sql}
-    ORDER BY j.created_at DESC, j.source DESC, j.job_id DESC LIMIT ?"""
-    return query, [*params, limit]
+    return clauses, params
 
 
 def listing_row(r: Sequence[Any]) -> JobListing:

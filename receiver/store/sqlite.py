@@ -19,6 +19,7 @@ import structlog
 from receiver.errors import StoreUnavailableError
 from receiver.store import queries, records, sql, sqlite_ops
 from receiver.store.base import Store
+from receiver.store.bulk import SQLiteBulk
 from receiver.store.circuit_stores import SQLiteCircuits
 from receiver.store.ownership import StoreLock
 from receiver.store.schema import SQLITE_MIGRATIONS
@@ -48,7 +49,7 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
-class SQLiteStore(SQLiteCircuits, Store):
+class SQLiteStore(SQLiteBulk, SQLiteCircuits, Store):
     """SQLite through aiosqlite: the default, for one process."""
 
     def __init__(self, path: Path, *, batch_max: int = 512, offload_at: int = OFFLOAD_AT) -> None:
