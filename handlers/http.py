@@ -24,8 +24,8 @@ from handlers.options import SECRET_TABLE, HandlerOptions, Seconds, SecretText
 from receiver import tracing
 from receiver.backoff import retry_after
 from receiver.config.settings import check_svix_secret
-from receiver.errors import RetryableError
-from receiver.pipeline import egress
+from receiver.errors import DeliveryError
+from receiver.pipeline import egress, failures
 from receiver.pipeline.urlsafety import describe_url
 from receiver.secret import Secret, resolve_secret
 
@@ -157,14 +157,20 @@ class HttpHandler:
                 ) as r:
                     span.set("http.response.status_code", r.status_code)
                     if not r.is_success:
-                        raise RetryableError(
-                            f"POST {target} answered {r.status_code}: {await _excerpt(r)!r}",
+                        answered = f"POST {target} answered {r.status_code}"
+                        raise DeliveryError(
+                            f"{answered}: {await _excerpt(r)!r}",
+                            code=failures.http_code(r.status_code),
+                            summary=answered,
                             retry_after=retry_after(r.headers),
                         )
             except httpx.TimeoutException as exc:
-                raise RetryableError(f"POST {target} timed out after {self.timeout}s") from exc
+                timed_out = f"POST {target} timed out after {self.timeout}s"
+                raise DeliveryError(timed_out, code="timeout", summary=timed_out) from exc
             except httpx.HTTPError as exc:
-                raise RetryableError(f"POST {target} failed: {type(exc).__name__}: {exc}") from exc
+                failed = f"POST {target} failed: {type(exc).__name__}"
+                code = "connect_error" if isinstance(exc, httpx.ConnectError) else "http_error"
+                raise DeliveryError(f"{failed}: {exc}", code=code, summary=failed) from exc
         log.debug("http_delivered", handler=self.name, job_id=completion.job_id,
                   status=r.status_code)  # fmt: skip
 

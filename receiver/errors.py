@@ -11,9 +11,11 @@
      └── RetryableError              transient: answer 503 / try again later
           ├── StoreUnavailableError  the store could not commit
           ├── ProviderError          the provider's job API failed or refused
+          ├── DeliveryError          a handler's destination failed in a known way (``code``)
           └── FetchError             a result could not be downloaded
                ├── UnsafeURLError    a result URL is not allowed: never retried
-               └── ResultTooLargeError  the result exceeds ``results.max_bytes``: never retried
+               ├── ResultTooLargeError  the result exceeds ``results.max_bytes``: never retried
+               └── ChecksumError     the result's sha256 is not the one the provider gave
 
 Third-party errors are translated once, where they enter (``raise ... from exc``).
 """
@@ -105,3 +107,19 @@ class ResultTooLargeError(FetchError):
     """The result is larger than ``results.max_bytes``; the download is abandoned for good."""
 
     permanent = True
+
+
+class ChecksumError(FetchError):
+    """The downloaded result's sha256 differs from the checksum the provider published."""
+
+
+class DeliveryError(RetryableError):
+    """A handler's delivery failed for a known reason; ``code`` names it (``http_5xx``,
+    ``connect_error``...) and ``summary`` says it without the destination's answer body."""
+
+    def __init__(
+        self, message: str, *, code: str, summary: str, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.code = code
+        self.summary = summary

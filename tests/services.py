@@ -174,7 +174,8 @@ async def stopped(server: str) -> AsyncIterator[None]:
 def handler_app(tmp_path: Path, handler: str) -> Starlette:
     """The real app: SQLite in ``tmp_path``, a signed Reducto source, one ``[[handlers]]``.
 
-    ``handler`` is the entry's body (type and options); it is named "queue" and retried fast.
+    ``handler`` is the entry's body (type and options); it is named "queue" and retried fast:
+    while a broker is down its circuit opens and probes every second.
     """
     from receiver.config.load import load_settings
     from receiver.service.app import create_app  # here, so require_service stays a light import
@@ -191,6 +192,7 @@ name = "queue"
 max_attempts = 100
 backoff_initial = 0.2
 backoff_max = 0.5
+circuit_cooldown_seconds = 1
 {handler}
 """,
         encoding="utf-8",

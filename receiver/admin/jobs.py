@@ -80,6 +80,7 @@ def filter_from(request: Request) -> JobFilter:
         created_before=q.get("created_before"),
         metadata=q.getlist("metadata"),
         min_confidence=q.get("min_confidence"),
+        error_code=q.get("error_code"),
     )
 
 
@@ -139,8 +140,9 @@ async def track_job(request: Request) -> JSONResponse:
 async def job_stats(request: Request) -> JSONResponse:
     period, seconds = jobquery.parse_period(request.query_params.get("period"))
     since = time.time() - seconds
-    stats = await store_of(request).job_stats(since)
-    return JSONResponse(jobviews.stats_doc(period, since, stats))
+    store = store_of(request)
+    stats = await store.job_stats(since)
+    return JSONResponse(jobviews.stats_doc(period, since, stats, await store.circuits()))
 
 
 async def replay_job(request: Request) -> JSONResponse:

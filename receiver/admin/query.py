@@ -3,7 +3,8 @@
 HTTP query parameters and CLI options both end up here, so both accept the same words:
 ``source``, ``state``, ``created_after`` / ``created_before`` (ISO 8601, UTC when no offset is
 given, or Unix seconds), ``metadata=key:value`` (repeatable; every pair must match, values
-compare as text), ``min_confidence`` and ``limit`` (1-500) with ``cursor``.
+compare as text), ``min_confidence``, ``error_code`` (a normalised code: the job's failure or
+any of its dispatches' last one) and ``limit`` (1-500) with ``cursor``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 PERIODS = {"24h": 24 * 3600.0, "7d": 7 * 86400.0, "30d": 30 * 86400.0}
 MAX_KEY = 256
+MAX_CODE = 100
 
 
 class QueryError(RejectedError):
@@ -81,6 +83,13 @@ def parse_confidence(text: str) -> float:
     return value
 
 
+def parse_code(text: str) -> str:
+    """An error code: a provider's (DOCUMENT_CORRUPT) or jobhook's (http_5xx), at most 100."""
+    if len(text) > MAX_CODE or not text.isprintable():
+        raise QueryError("invalid_query", f"error_code must be printable, at most {MAX_CODE}")
+    return text
+
+
 def parse_limit(text: str | None) -> int:
     if text is None:
         return DEFAULT_LIMIT
@@ -105,6 +114,7 @@ def build_filter(
     created_before: str | None = None,
     metadata: Sequence[str] = (),
     min_confidence: str | None = None,
+    error_code: str | None = None,
     metadata_sep: str = ":",
 ) -> JobFilter:
     """A JobFilter from text, as it comes from a query string or the command line."""
@@ -115,6 +125,7 @@ def build_filter(
         created_before=parse_time("created_before", created_before) if created_before else None,
         metadata=parse_metadata(metadata, metadata_sep),
         min_confidence=parse_confidence(min_confidence) if min_confidence else None,
+        error_code=parse_code(error_code) if error_code else None,
     )
 
 

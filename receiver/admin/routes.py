@@ -15,7 +15,7 @@ import structlog
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.admin import export, longpoll, sse
+from receiver.admin import bulk, export, longpoll, sse
 from receiver.admin import jobs as jobroutes
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ def admin_routes(token: Secret | None) -> list[Route]:
         ("/jobs", jobroutes.track_job, "POST"),
         ("/jobs/stats", jobroutes.job_stats, "GET"),
         ("/jobs/export", export.export_jobs, "GET"),
+        ("/jobs/replay", bulk.replay_jobs, "POST"),
         ("/jobs/{source}/{job_id}", jobroutes.show_job, "GET"),
         ("/jobs/{source}/{job_id}/wait", longpoll.wait, "GET"),
         ("/jobs/{source}/{job_id}/replay", jobroutes.replay_job, "POST"),

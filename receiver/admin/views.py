@@ -12,11 +12,22 @@ from typing import TYPE_CHECKING, Any
 from receiver import tracing
 from receiver.admin.query import encode_cursor
 from receiver.models import State
+from receiver.ops.health import circuit_doc
+from receiver.pipeline import failures
 from receiver.store.rows import JobFilter
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from receiver.store import CompletionRow, DispatchRow, JobRow, Store
-    from receiver.store.rows import DeliveryRow, JobKey, JobListing, JobStats
+    from receiver.store.rows import (
+        CircuitRow,
+        DeliveryRow,
+        ErrorCount,
+        JobKey,
+        JobListing,
+        JobStats,
+    )
 
 
 def iso(at: float | None) -> str | None:
@@ -55,6 +66,18 @@ def job_doc(job: JobRow, listing: JobListing | None = None) -> dict[str, Any]:
         ),
         "confidence": listing.confidence if listing is not None else None,
         "result": result,
+        "failure": failure_doc(listing) if listing is not None else None,
+    }
+
+
+def failure_doc(listing: JobListing) -> dict[str, Any] | None:
+    """The job's normalised error: code, a bounded message, and where it arose."""
+    if listing.failure_code is None:
+        return None
+    return {
+        "code": listing.failure_code,
+        "message": failures.bounded(listing.failure_message),
+        "where": listing.failure_where,
     }
 
 
@@ -112,6 +135,7 @@ def dispatch_doc(row: DispatchRow) -> dict[str, Any]:
         "state": row.state,
         "attempts": row.attempts,
         "last_error": row.last_error,
+        "error_code": row.error_code,
         "next_attempt_at": iso(row.next_attempt_at) if row.state == "pending" else None,
         "updated_at": iso(row.updated_at),
     }
@@ -131,8 +155,11 @@ async def job_detail(store: Store, source: str, job_id: str) -> dict[str, Any] |
     }
 
 
-def stats_doc(period: str, since: float, stats: JobStats) -> dict[str, Any]:
-    """``GET /jobs/stats``: success rate is succeeded over terminal jobs (None with none)."""
+def stats_doc(
+    period: str, since: float, stats: JobStats, circuits: Sequence[CircuitRow] = ()
+) -> dict[str, Any]:
+    """``GET /jobs/stats``: success rate is succeeded over terminal jobs (None with none);
+    ``circuits`` are the handlers' circuits as they stand now."""
     return {
         "period": period,
         "since": iso(since),
@@ -148,6 +175,31 @@ def stats_doc(period: str, since: float, stats: JobStats) -> dict[str, Any]:
             "p95": _round(stats.p95_seconds),
         },
         "handler_failures": stats.handler_failures,
+        "errors": errors_doc(stats.errors),
+        "circuits": {c.handler: circuit_doc(c) for c in circuits},
+    }
+
+
+def errors_doc(counts: Sequence[ErrorCount]) -> dict[str, Any]:
+    """Failures grouped by code, by where they arose, by source and by handler."""
+    by_code: dict[str, int] = {}
+    by_where: dict[str, int] = {}
+    by_source: dict[str, dict[str, int]] = {}
+    by_handler: dict[str, dict[str, int]] = {}
+    for e in counts:
+        by_code[e.code] = by_code.get(e.code, 0) + e.count
+        by_where[e.where] = by_where.get(e.where, 0) + e.count
+        codes = by_source.setdefault(e.source, {})
+        codes[e.code] = codes.get(e.code, 0) + e.count
+        if e.handler is not None:
+            codes = by_handler.setdefault(e.handler, {})
+            codes[e.code] = codes.get(e.code, 0) + e.count
+    return {
+        "total": sum(by_code.values()),
+        "by_code": dict(sorted(by_code.items(), key=lambda item: (-item[1], item[0]))),
+        "by_where": dict(sorted(by_where.items())),
+        "by_source": dict(sorted(by_source.items())),
+        "by_handler": dict(sorted(by_handler.items())),
     }
 
 

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 Filters = dict[str, Any]
-"""Filter options as text: source, state, created_after, created_before, min_confidence, and
-metadata as a list of ``key:value``."""
+"""Filter options as text: source, state, created_after, created_before, min_confidence,
+error_code, and metadata as a list of ``key:value``."""
 
 
 class ClientError(Exception):
@@ -113,6 +113,11 @@ class ServiceClient:
         data: dict[str, Any] = self._call("POST", path, json=body).json()
         return data
 
+    def replay_matching(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /jobs/replay``: one call of a bulk replay (or its dry run)."""
+        data: dict[str, Any] = self._call("POST", "/jobs/replay", json=body).json()
+        return data
+
     def wait(self, source: str, job_id: str, seconds: float) -> dict[str, Any]:
         """One long-poll of at most ``seconds``: the job's detail, terminal or not."""
         path = _job_path(source, job_id) + "/wait"
@@ -184,7 +189,8 @@ class StoreReader:
         except jobquery.QueryError as exc:
             raise ClientError(exc.detail, exit_code=2) from exc
         since = time.time() - seconds
-        return jobviews.stats_doc(name, since, self._run(self._store.job_stats(since)))
+        stats = self._run(self._store.job_stats(since))
+        return jobviews.stats_doc(name, since, stats, self._run(self._store.circuits()))
 
     def export(self, filters: Filters, fmt: str, include_result: bool) -> Iterator[str]:
         try:

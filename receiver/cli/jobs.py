@@ -1,4 +1,4 @@
-"""``jobhook jobs ls|show|stats|export``, ``replay``, ``wait`` and ``track``.
+"""``jobhook jobs ls|show|stats|export``, ``wait`` and ``track`` (``replay`` is in replay.py).
 
 They talk to a running service (``--url``/``JOBHOOK_URL``, ``--token``/``JOBHOOK_ADMIN_TOKEN``);
 the read-only ``jobs`` commands can instead read the store directly: with ``--config`` (or
@@ -76,6 +76,7 @@ def _filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--metadata", multiple=True, metavar="KEY=VALUE",
                      help="Metadata the job must hold (repeatable)."),
         click.option("--min-confidence", help="Least confident field at least this."),
+        click.option("--error-code", help="Failed with this code (http_5xx, DOCUMENT_CORRUPT...)."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -89,7 +90,7 @@ def _filters(kwargs: dict[str, Any]) -> dict[str, Any]:
         if not found or not key:
             raise ClientError(f"--metadata {pair!r} is not KEY=VALUE", exit_code=2)
         pairs.append(f"{key}:{value}")
-    names = ("source", "state", "created_after", "created_before", "min_confidence")
+    names = ("source", "state", "created_after", "created_before", "min_confidence", "error_code")
     return {"metadata": pairs, **{name: kwargs.pop(name) for name in names}}
 
 
@@ -204,26 +205,6 @@ def export(url: str | None, token: str | None, config_path: Path | None, fmt: st
 @_options(store=False)
 @click.argument("source")
 @click.argument("job_id")
-@click.option("--handler", help="Only this handler's dispatch.")
-@click.option("--include-succeeded", is_flag=True, help="Also replay successful deliveries.")
-@_json_option
-@_errors
-def replay(url: str | None, token: str | None, source: str, job_id: str, handler: str | None,
-           include_succeeded: bool, as_json: bool) -> None:  # fmt: skip
-    """Queue a job's dead (or, with --include-succeeded, all) handler deliveries again."""
-    client = _service(url, token)
-    try:
-        answer = client.replay(source, job_id, handler, include_succeeded)
-    finally:
-        client.close()
-    _emit(answer, as_json, lambda a: click.echo(
-        f"requeued {a['requeued']} delivery(ies) of {source}/{job_id}"))  # fmt: skip
-
-
-@click.command()
-@_options(store=False)
-@click.argument("source")
-@click.argument("job_id")
 @click.option("--metadata", multiple=True, metavar="KEY=VALUE", help="Metadata (repeatable).")
 @click.option("--pages", type=click.IntRange(1, 1_000_000), help="The document's page count.")
 @_json_option
@@ -276,4 +257,4 @@ def wait(url: str | None, token: str | None, source: str, job_id: str, timeout: 
     sys.exit(0 if job["state"] == "succeeded" else EXIT_FAILED)
 
 
-COMMANDS = (jobs, replay, track, wait)
+COMMANDS = (jobs, track, wait)

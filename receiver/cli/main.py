@@ -22,7 +22,8 @@ CONFIG_OPTION = click.option(
 
 # Imported on use, so `jobhook serve` loads neither rich nor the admin client (receiver.cli.lazy).
 LAZY_COMMANDS = {
-    **{name: f"receiver.cli.jobs:{name}" for name in ("jobs", "replay", "track", "wait")},
+    **{name: f"receiver.cli.jobs:{name}" for name in ("jobs", "track", "wait")},
+    "replay": "receiver.cli.replay:replay",
     "simulate": "receiver.sim.command:simulate",
     "status": "receiver.cli.status:status",
 }

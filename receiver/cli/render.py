@@ -148,6 +148,22 @@ def stats(figures: dict[str, Any]) -> None:
         failures.add_row(handler, str(counts["dead"]), str(counts["retrying"]))
     if figures["handler_failures"]:
         console.print(failures)
+    errors = figures.get("errors") or {}
+    by_code = Table("code", "count", title="errors by code")
+    for code, count in errors.get("by_code", {}).items():
+        by_code.add_row(code, str(count))
+    if errors.get("by_code"):
+        console.print(by_code)
+        where = Table("where", "count", title="errors by where")
+        for name, count in errors["by_where"].items():
+            where.add_row(name, str(count))
+        console.print(where)
+        by_handler = Table("handler", "code", "count", title="errors by handler")
+        for handler, codes in errors["by_handler"].items():
+            for code, count in codes.items():
+                by_handler.add_row(handler, code, str(count))
+        if errors["by_handler"]:
+            console.print(by_handler)
 
 
 def wait_summary(detail: dict[str, Any]) -> None:

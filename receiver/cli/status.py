@@ -17,7 +17,8 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 @click.option("--url", envvar="JOBHOOK_URL", help=f"jobhook's URL [{DEFAULT_URL}].")
 @click.option("--json", "as_json", is_flag=True, help="Print /readyz's JSON for scripts.")
 def status(url: str | None, as_json: bool) -> None:
-    """Readiness, and each source's confirmations waiting, budget and drain time.
+    """Readiness, each source's confirmations waiting, budget and drain time, and each
+    handler's circuit.
 
     Exits 0 when ready, 4 when the service is unavailable or cannot be reached.
     """
@@ -40,6 +41,11 @@ def status(url: str | None, as_json: bool) -> None:
                 f"  {source}: {drain['confirmations']} confirmations waiting, "
                 f"{drain['budget_per_minute']:g}/min, drains in {_duration(drain['eta_seconds'])}"
                 f" [{verdict}]"
+            )
+        for handler, circuit in sorted(body.get("circuits", {}).items()):
+            click.echo(
+                f"  handler {handler}: circuit {circuit['state']}, "
+                f"{circuit['failures']} failures in a row"
             )
     sys.exit(0 if response.status_code == 200 else 4)
 

@@ -101,6 +101,10 @@ class HandlerSettings(_Section):
     max_attempts: int = Field(8, ge=1)
     backoff_initial: float = Field(1.0, gt=0)
     backoff_max: float = Field(300.0, gt=0)
+    circuit_failures: int = Field(5, ge=1)
+    """Failed attempts in a row that open the handler's circuit."""
+    circuit_cooldown_seconds: float = Field(30.0, gt=0, le=86400)
+    """How long an open circuit waits before it lets one probe delivery through."""
 
     @property
     def options(self) -> dict[str, Any]:

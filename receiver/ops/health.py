@@ -1,5 +1,6 @@
 """Open probes: ``/healthz`` says the process is alive, ``/readyz`` that the store answers
-(and, in detail, whether each source's confirmations drain in time at its rate budget)."""
+(and, in detail, whether each source's confirmations drain in time at its rate budget, and each
+handler's circuit)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from receiver.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
     from starlette.requests import Request
+
+    from receiver.store.rows import CircuitRow
 
 
 async def healthz(request: Request) -> JSONResponse:
@@ -28,4 +31,17 @@ async def readyz(request: Request) -> JSONResponse:
     if drain is not None and drain.status:
         # Ready all the same: a slow backlog is a warning, not a reason to take traffic away.
         body["confirmations"] = {name: d.as_json() for name, d in sorted(drain.status.items())}
+    try:
+        circuits = await request.app.state.store.circuits()
+    except StoreUnavailableError:
+        circuits = []
+    if circuits:
+        # Ready too: an open circuit holds one handler's deliveries, not the whole service.
+        body["circuits"] = {c.handler: circuit_doc(c) for c in circuits}
     return JSONResponse(body)
+
+
+def circuit_doc(row: CircuitRow) -> dict[str, object]:
+    """A handler's circuit: state, failures in a row, and when an open one next probes."""
+    retry = None if row.state == "closed" or row.retry_at is None else round(row.retry_at, 3)
+    return {"state": row.state, "failures": row.failures, "retry_at": retry}

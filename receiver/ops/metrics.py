@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from receiver.errors import JobhookError
 from receiver.ops.budgets import budget_gauges
+from receiver.ops.quality import QualityMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterator, Mapping
@@ -103,6 +104,7 @@ class Metrics:
             registry=r,
         )
         r.register(_RuntimeCollector(self))
+        self.quality = QualityMetrics(r)
 
     def bind(self, read: Callable[[], RuntimeCounts] | None) -> None:
         """Read the runtime's own counts through ``read`` at every scrape (None: unbind)."""
@@ -140,6 +142,7 @@ class Metrics:
             self.store_up.set(0)
             return
         self.store_up.set(1)
+        await self.quality.refresh(store)
         for kind in BACKLOG_KINDS:
             self.queue_depth.labels(kind).set(getattr(backlog, kind))
         oldest = backlog.oldest_pending_at

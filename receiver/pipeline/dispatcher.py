@@ -20,6 +20,8 @@ from receiver.backoff import backoff_delay
 from receiver.completion import Completion, ResultInfo
 from receiver.errors import JobhookError, RetryableError
 from receiver.loops import wait_either, worker_id
+from receiver.pipeline import failures
+from receiver.pipeline.circuit import Circuits
 from receiver.pipeline.resolver import ref_from_json
 from receiver.store import Resolution
 
@@ -83,6 +85,7 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._on_delivered = on_delivered
+        self.circuits = Circuits(store, clock)
 
     def wake(self) -> None:
         """New work was committed: look for it now."""
@@ -97,6 +100,7 @@ class Dispatcher:
         free = self.concurrency - len(self._tasks)
         if free <= 0:
             return 0
+        await self.circuits.refresh()
         now = self._clock()
         completions = await self.store.claim_completions(self.owner, free, self.lease_seconds, now)
         for row in completions:
@@ -199,7 +203,10 @@ class Dispatcher:
                 )
                 return
             bound.error("resolve_gave_up", attempts=row.attempts, error=str(exc))
-            resolution = Resolution(error=f"result could not be resolved: {exc}")
+            code, where = failures.resolve_failure(exc)
+            resolution = Resolution(
+                error=f"result could not be resolved: {exc}", error_code=code, error_where=where
+            )
         await self.store.resolve_completion(row.id, self.owner, resolution)
         bound.info("completion_resolved", bytes=resolution.result_bytes, error=resolution.error)
         self.wake()
@@ -233,6 +240,7 @@ class Dispatcher:
                 self.owner,
                 error="handler is no longer configured",
                 next_attempt_at=None,
+                error_code="handler_missing",
             )
             return "dead", "handler is no longer configured"
         started = self._clock()
@@ -242,11 +250,11 @@ class Dispatcher:
         try:
             await handler.handle(completion_of(row))
         except Exception as exc:  # a handler raising means "retry later"
-            error = f"{type(exc).__name__}: {exc}"[:2000]
+            code, error = failures.handler_failure(exc)
             if dispatch.attempts >= policy.max_attempts:
-                bound.error("dispatch_dead", error=error)
+                bound.error("dispatch_dead", error=error, error_code=code)
                 await self.store.finish_dispatch(
-                    dispatch.id, self.owner, error=error, next_attempt_at=None
+                    dispatch.id, self.owner, error=error, next_attempt_at=None, error_code=code
                 )
                 outcome = "dead"
             else:
@@ -255,17 +263,23 @@ class Dispatcher:
                 wanted = exc.retry_after if isinstance(exc, RetryableError) else None
                 if wanted is not None:
                     delay = min(max(delay, wanted), policy.backoff_max)
-                bound.warning("dispatch_retry", delay=round(delay, 2), error=error)
+                bound.warning("dispatch_retry", delay=round(delay, 2), error=error, error_code=code)
                 await self.store.finish_dispatch(
-                    dispatch.id, self.owner, error=error, next_attempt_at=self._clock() + delay
+                    dispatch.id,
+                    self.owner,
+                    error=error,
+                    next_attempt_at=self._clock() + delay,
+                    error_code=code,
                 )
                 outcome = "retry"
+            await self.circuits.failed(dispatch.handler, policy)
         else:
             await self.store.finish_dispatch(
                 dispatch.id, self.owner, error=None, next_attempt_at=None
             )
             bound.info("dispatch_succeeded", seconds=round(self._clock() - started, 4))
             outcome = "succeeded"
+            await self.circuits.succeeded(dispatch.handler)
         if self._on_delivered is not None:
             self._on_delivered(dispatch.handler, outcome, self._clock() - started)
         return outcome, error

@@ -25,7 +25,7 @@ import structlog
 from receiver import tracing
 from receiver.backoff import seconds_from
 from receiver.completion import ResultInfo
-from receiver.errors import FetchError, ResultTooLargeError, UnsafeURLError
+from receiver.errors import ChecksumError, FetchError, ResultTooLargeError, UnsafeURLError
 from receiver.pipeline import egress as outbound
 from receiver.pipeline.download import Exchange, Head, Interrupted, on_thread
 from receiver.pipeline.urlsafety import URLPolicy, describe_url
@@ -230,7 +230,9 @@ class ResultFetcher:
                 except Interrupted as exc:
                     raise _Transient(str(exc)) from exc
             if expected is not None and sha256 != expected:
-                raise FetchError(f"the result at {host} has sha256 {sha256}, expected {expected}")
+                raise ChecksumError(
+                    f"the result at {host} has sha256 {sha256}, expected {expected}"
+                )
             os.replace(tmp, dest)
             await anyio.to_thread.run_sync(_fsync_dir, dest.parent)
         except BaseException as exc:

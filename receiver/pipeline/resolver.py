@@ -15,6 +15,7 @@ from receiver import tracing
 from receiver.errors import FetchError, ProviderError, RetryableError
 from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
+from receiver.pipeline import failures
 from receiver.pipeline.confidence import job_confidence
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
@@ -58,7 +59,9 @@ class Resolver:
                     span.set("jobhook.provider.status", status.provider_status)
                     span.set("jobhook.state", status.state.value)
             except JobNotFoundError as exc:
-                return Resolution(error=str(exc))
+                return Resolution(
+                    error=str(exc), error_code="job_not_found", error_where="provider"
+                )
             if not status.state.terminal:
                 raise ProviderError(
                     f"{completion.source}: job {completion.job_id} is still "
@@ -66,13 +69,18 @@ class Resolver:
                 )
             ref, error, code = status.result, status.error, status.error_code
             state, provider_status = status.state, status.provider_status
+        where = "provider" if error is not None or code is not None else None
         if ref is None:
             return Resolution(
-                error=error, state=state, provider_status=provider_status, error_code=code
+                error=error,
+                state=state,
+                provider_status=provider_status,
+                error_code=code,
+                error_where=where,
             )
         dest = self.result_path(completion.source, completion.job_id)
         if ref.url is None:
-            return _with(await _store_inline(ref.inline, dest), error, state, provider_status, code)
+            return _with(await _store_inline(ref.inline, dest), error, state, provider_status, code, where)
         started = time.monotonic()
         with tracing.span("jobhook.result.fetch") as span:
             fetched = await self._download(completion, ref, dest, api, span)
@@ -80,7 +88,7 @@ class Resolver:
             span.set("jobhook.result.seconds", round(time.monotonic() - started, 6))
             if fetched.error is not None:
                 span.fail(fetched.error)
-        return _with(fetched, error, state, provider_status, code)
+        return _with(fetched, error, state, provider_status, code, where)
 
     async def _download(
         self,
@@ -91,7 +99,11 @@ class Resolver:
         span: Span = tracing.NULL_SPAN,
     ) -> Resolution:
         if self._fetcher is None:
-            return Resolution(error="result is a URL but no fetcher is configured")
+            return Resolution(
+                error="result is a URL but no fetcher is configured",
+                error_code="no_fetcher",
+                error_where="fetch",
+            )
         for refresh in range(MAX_URL_REFRESHES + 1):
             assert ref.url is not None
             span.set("jobhook.result.url_refreshes", refresh)
@@ -105,13 +117,21 @@ class Resolver:
                         job_id=completion.job_id,
                         error=str(exc),
                     )
-                    return Resolution(error=f"result not fetched: {exc}")
+                    return Resolution(
+                        error=f"result not fetched: {exc}",
+                        error_code=failures.fetch_code(exc),
+                        error_where="fetch",
+                    )
                 if not exc.expired or api is None or refresh == MAX_URL_REFRESHES:
                     raise
                 log.info("result_url_expired", source=completion.source, job_id=completion.job_id)
                 status = await api.get_job(completion.job_id, urgent=True)
                 if status.result is None or status.result.url is None:
-                    return Resolution(error="result URL expired and the job API has no new one")
+                    return Resolution(
+                        error="result URL expired and the job API has no new one",
+                        error_code="result_expired",
+                        error_where="fetch",
+                    )
                 ref = status.result
                 continue
             return Resolution(str(info.path), info.sha256, info.bytes)
@@ -124,13 +144,15 @@ def _with(
     state: State | None,
     provider_status: str | None,
     error_code: str | None,
+    error_where: str | None,
 ) -> Resolution:
     return dataclasses.replace(
         resolution,
         error=resolution.error or error,
         state=state,
         provider_status=provider_status,
-        error_code=error_code,
+        error_code=resolution.error_code or error_code,
+        error_where=resolution.error_where or error_where,
     )
 
 

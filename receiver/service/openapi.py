@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from receiver.admin import bulk
 from receiver.admin.jobs import ReplayRequest, TrackRequest
 from receiver.admin.query import MAX_LIMIT, PERIODS
 from receiver.models import State
@@ -85,6 +86,8 @@ _FILTERS = [
     _query("metadata", {"type": "array", "items": {"type": "string"}},
            "key:value the job's metadata must hold; repeatable", style="form", explode=True),
     _query("min_confidence", {"type": "number"}, "jobs whose least confident field is at least"),
+    _query("error_code", {"type": "string"},
+           "jobs that failed with this normalised code, or with a dispatch failing with it"),
 ]  # fmt: skip
 
 # fmt: off
@@ -100,6 +103,9 @@ SCHEMAS: Json = {
         "state": {"type": "string", "enum": _STATES}, "provider_status": {"type": "string"},
         "terminal": {"type": "boolean"}, "metadata": {"type": "object"},
         "error": _nullable("string"), "error_code": _nullable("string"),
+        "failure": {"type": "object", "nullable": True, "properties": {
+            "code": {"type": "string"}, "message": _nullable("string"),
+            "where": {"type": "string"}}},
         "progress": {"type": "object", "nullable": True, "properties": {
             "done": _nullable("integer"), "total": _nullable("integer")}},
         "expected_pages": _nullable("integer"), "created_at": {"type": "string"},
@@ -225,6 +231,9 @@ OPERATIONS: dict[tuple[str, str], Json] = {
             "requeued": {"type": "integer"}}}, "how many were queued"),
             "400": _ERROR, "404": _ERROR, "413": _ERROR, **_AUTH},
     },
+    ("/jobs/replay", "post"): {**bulk.OPERATION, "responses": {
+        "200": _json({"type": "object"}, "{dry_run, count}, or {replay_id, requeued, next_cursor}"),
+        "400": _ERROR, "413": _ERROR, **_AUTH}},
     ("/events", "get"): {
         "summary": "Completions as server-sent events, resumable with Last-Event-ID",
         "parameters": [

@@ -9,8 +9,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.bulk import ReplayFilter
     from receiver.store.rows import (
         Backlog,
+        CircuitRow,
         CompletionRow,
         DeliveryRow,
         DispatchRow,
@@ -91,8 +93,25 @@ class Store(abc.ABC):
         *,
         error: str | None,
         next_attempt_at: float | None,
+        error_code: str | None = None,
     ) -> None:
-        """Record an attempt: success (no error), a retry at ``next_attempt_at``, or dead."""
+        """Record an attempt: success (no error), a retry at ``next_attempt_at``, or dead;
+        a failure's normalised ``error_code`` is kept beside its message."""
+
+    @abc.abstractmethod
+    async def circuit_failed(
+        self, handler: str, threshold: int, cooldown: float, now: float
+    ) -> str:
+        """Count a failed attempt of ``handler``; at ``threshold`` in a row (or when a probe
+        fails) its circuit opens for ``cooldown`` seconds. Returns the circuit's state."""
+
+    @abc.abstractmethod
+    async def circuit_succeeded(self, handler: str, now: float) -> None:
+        """A delivery of ``handler`` succeeded: its circuit closes and its count starts over."""
+
+    @abc.abstractmethod
+    async def circuits(self) -> list[CircuitRow]:
+        """Every handler's circuit that has ever counted a failure."""
 
     @abc.abstractmethod
     async def renew(self, owner: str, lease_until: float) -> None:
@@ -125,6 +144,17 @@ class Store(abc.ABC):
         include_succeeded: bool = False,
     ) -> int:
         """Queue dead (or, with include_succeeded, also finished) dispatches again."""
+
+    @abc.abstractmethod
+    async def count_replayable(self, f: ReplayFilter) -> int:
+        """How many dispatches a bulk replay of ``f`` would requeue now."""
+
+    @abc.abstractmethod
+    async def replay_chunk(
+        self, f: ReplayFilter, after_id: int, limit: int, now: float
+    ) -> tuple[int, int | None]:
+        """Requeue the next ``limit`` dispatches of ``f`` with an id above ``after_id``, in one
+        short transaction: (how many were requeued, the last id looked at or None when done)."""
 
     @abc.abstractmethod
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:

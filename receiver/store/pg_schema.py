@@ -149,6 +149,20 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE completions ADD COLUMN traceparent text;
     """,
+    # 5: SQLite's 7: where a completion's error arose, each dispatch's last failure's code, and
+    # one circuit per handler shared by every replica.
+    """
+    ALTER TABLE completions ADD COLUMN error_where text;
+    ALTER TABLE dispatches ADD COLUMN error_code text;
+    CREATE TABLE circuits (
+        handler         text PRIMARY KEY,
+        state           text NOT NULL,
+        failures        integer NOT NULL,
+        opened_at       double precision,
+        retry_at        double precision,
+        updated_at      double precision NOT NULL
+    );
+    """,
 )
 
 

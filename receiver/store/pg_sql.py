@@ -83,8 +83,7 @@ ON CONFLICT (source, job_id) DO NOTHING RETURNING id
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
     phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent"""
-_DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
-    updated_at"""
+_DISPATCH_COLUMNS = records.DISPATCH_COLUMNS
 
 # A CTE with FOR UPDATE is evaluated once; SKIP LOCKED passes over rows another replica is
 # claiming, and a row claimed meanwhile is re-checked against its new lease and left out.
@@ -106,6 +105,7 @@ WITH due AS (
     WHERE c.phase = 'ready'
       AND ((d.state = 'pending' AND d.next_attempt_at <= $4)
            OR (d.state = 'running' AND d.lease_until < $5))
+      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
     ORDER BY d.next_attempt_at LIMIT $6
     FOR UPDATE OF d SKIP LOCKED)
 UPDATE dispatches SET state = 'running', lease_owner = $1, lease_until = $2,
@@ -135,6 +135,11 @@ SELECT min(t) FROM (
     SELECT min(coalesce(CASE WHEN d.state = 'running' THEN d.lease_until END, d.next_attempt_at))
     FROM dispatches d JOIN completions c ON c.id = d.completion_id
     WHERE c.phase = 'ready' AND d.state IN ('pending', 'running')
+      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
+    UNION ALL
+    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed' AND EXISTS (
+        SELECT 1 FROM dispatches d JOIN completions c ON c.id = d.completion_id
+        WHERE d.handler = k.handler AND c.phase = 'ready' AND d.state IN ('pending', 'running'))
     UNION ALL
     SELECT min(lease_until) FROM completions WHERE phase = 'resolving' AND lease_until IS NOT NULL
 ) AS due

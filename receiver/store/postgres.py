@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from receiver.models import IngestResult, State
 from receiver.store import pg_sql, queries, records, sql
 from receiver.store.base import Store
+from receiver.store.bulk import PostgresBulk
+from receiver.store.circuit_stores import PostgresCircuits, pg_probes
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
 
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 _n = pg_sql.numbered
 
 
-class PostgresStore(Store):
+class PostgresStore(PostgresBulk, PostgresCircuits, Store):
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(
@@ -94,10 +96,10 @@ class PostgresStore(Store):
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[tuple[DispatchRow, CompletionRow]]:
         async def op(conn: Conn) -> list[tuple[DispatchRow, CompletionRow]]:
-            args = (owner, now + lease_seconds, now, now, now, limit)
-            claimed = [
-                records.dispatch_row(r) for r in await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
-            ]
+            claimed = await pg_probes(conn, owner, now + lease_seconds, now)
+            args = (owner, now + lease_seconds, now, now, now, max(limit - len(claimed), 0))
+            rows = await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
+            claimed += [records.dispatch_row(r) for r in rows]
             if not claimed:
                 return []
             ids = sorted({d.completion_id for d in claimed})
@@ -108,9 +110,15 @@ class PostgresStore(Store):
         return await self._db.transaction(op)
 
     async def finish_dispatch(
-        self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
+        self,
+        dispatch_id: int,
+        owner: str,
+        *,
+        error: str | None,
+        next_attempt_at: float | None,
+        error_code: str | None = None,
     ) -> None:
-        params = records.finish_params(dispatch_id, owner, error, next_attempt_at)
+        params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
         await self._db.execute(_n(sql.FINISH_DISPATCH), *params)
 
     async def renew(self, owner: str, lease_until: float) -> None:

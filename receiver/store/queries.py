@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.models import TERMINAL_STATES
 from receiver.store import records, sql
-from receiver.store.rows import Backlog, DeliveryRow, JobListing, JobStats
+from receiver.store.rows import Backlog, DeliveryRow, ErrorCount, JobListing, JobStats
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -21,14 +21,26 @@ if TYPE_CHECKING:
 
     from receiver.store.rows import JobFilter, JobKey
 
-_LISTING = """
+# A job's normalised error: the provider's code, else jobhook's (result_too_large...) from its
+# completion, else the failed state itself (provider_failed); where it arose beside it.
+_FAILED = "coalesce(c.state, j.state) IN ('failed', 'cancelled', 'expired')"
+FAILURE_CODE = f"""coalesce(j.error_code, c.error_code,
+    CASE WHEN {_FAILED} THEN 'provider_' || coalesce(c.state, j.state) END)"""
+FAILURE_WHERE = f"""CASE WHEN j.error_code IS NOT NULL THEN 'provider'
+    WHEN c.error_code IS NOT NULL THEN coalesce(c.error_where, 'provider')
+    WHEN {_FAILED} THEN 'provider' END"""
+_FAILING_DISPATCH = """EXISTS (SELECT 1 FROM dispatches d
+    WHERE d.completion_id = c.id AND d.error_code = ?)"""
+
+_LISTING = f"""
 SELECT j.source, j.job_id, j.state, j.provider_status, j.metadata, j.created_at, j.updated_at,
        j.last_news_at, j.terminal_at, j.progress_done, j.progress_total, j.expected_pages,
        j.error, j.poll_attempts,
        c.phase, c.confidence, c.result_path, c.result_sha256, c.result_bytes,
-       coalesce(j.error_code, c.error_code)
+       coalesce(j.error_code, c.error_code), {FAILURE_CODE}, {FAILURE_WHERE},
+       coalesce(c.error, j.error)
 FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
-"""
+"""  # noqa: S608
 
 SELECT_DELIVERIES = """
 SELECT message_id, state, provider_status, received_at FROM deliveries
@@ -57,6 +69,22 @@ JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
 WHERE j.created_at >= ?
 GROUP BY d.handler ORDER BY d.handler
 """
+
+_ERRORS = f"""
+SELECT code, origin, source, handler, count(*) FROM (
+    SELECT {FAILURE_CODE} AS code, {FAILURE_WHERE} AS origin, j.source AS source,
+           CAST(NULL AS TEXT) AS handler
+    FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+    WHERE j.created_at >= ?
+    UNION ALL
+    SELECT d.error_code, 'handler', j.source, d.handler
+    FROM dispatches d
+    JOIN completions c ON c.id = d.completion_id
+    JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+    WHERE j.created_at >= ? AND d.error_code IS NOT NULL AND d.state <> 'succeeded'
+) AS e WHERE code IS NOT NULL
+GROUP BY code, origin, source, handler ORDER BY code, origin, source, handler
+"""  # noqa: S608
 
 # A metadata value as text, the way PostgreSQL's ``->>`` gives it (true, 5, 1.5, "abc" as abc).
 METADATA_HOLDS = """EXISTS (SELECT 1 FROM json_each(j.metadata) AS m WHERE m.key = ?
@@ -113,6 +141,18 @@ ORDER BY c.id LIMIT ?
 
 def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple[str, list[Any]]:
     """The keyset-paged SELECT for ``where``: newest first, ties broken by source and job id."""
+    clauses, params = job_clauses(where)
+    if after is not None:
+        clauses.append("(j.created_at, j.source, j.job_id) < (?, ?, ?)")
+        params += list(after)
+    where_sql = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    query = f"""{_LISTING} {where_sql}
+    ORDER BY j.created_at DESC, j.source DESC, j.job_id DESC LIMIT ?"""
+    return query, [*params, limit]
+
+
+def job_clauses(where: JobFilter) -> tuple[list[str], list[Any]]:
+    """``where`` as SQL conditions on ``jobs j`` joined with ``completions c``, and their values."""
     clauses: list[str] = []
     params: list[Any] = []
     for clause, value in (("j.source = ?", where.source), ("j.job_id = ?", where.job_id),
@@ -126,17 +166,14 @@ def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple
     for key, value in where.metadata:
         clauses.append(METADATA_HOLDS)
         params += [key, value]
-    if after is not None:
-        clauses.append("(j.created_at, j.source, j.job_id) < (?, ?, ?)")
-        params += list(after)
-    where_sql = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    query = f"""{_LISTING} {where_sql}
-    ORDER BY j.created_at DESC, j.source DESC, j.job_id DESC LIMIT ?"""
-    return query, [*params, limit]
+    if where.error_code is not None:
+        clauses.append(f"({FAILURE_CODE} = ? OR {_FAILING_DISPATCH})")
+        params += [where.error_code, where.error_code]
+    return clauses, params
 
 
 def listing_row(r: Sequence[Any]) -> JobListing:
-    return JobListing(records.job_row(r[:14]), r[14], r[15], r[16], r[17], r[18], r[19])
+    return JobListing(records.job_row(r[:14]), *r[14:23])
 
 
 def delivery_row(r: Sequence[Any]) -> DeliveryRow:
@@ -176,6 +213,7 @@ async def job_stats(
         p50_seconds=percentiles[0],
         p95_seconds=percentiles[1],
         handler_failures=failures,
+        errors=tuple(ErrorCount(*row) for row in await read(_ERRORS, (since, since))),
     )
 
 

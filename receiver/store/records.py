@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from receiver.store.rows import Resolution
 
 
+DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
+    updated_at, error_code"""
+"""The columns ``dispatch_row`` reads, in its order."""
+
+
 def now() -> float:
     return time.time()
 
@@ -78,13 +83,18 @@ def resolution_params(completion_id: int, owner: str, r: Resolution) -> tuple[An
         r.provider_status,
         now(),
         r.confidence,
+        r.error_where,
         completion_id,
         owner,
     )
 
 
 def finish_params(
-    dispatch_id: int, owner: str, error: str | None, next_attempt_at: float | None
+    dispatch_id: int,
+    owner: str,
+    error: str | None,
+    next_attempt_at: float | None,
+    error_code: str | None = None,
 ) -> tuple[Any, ...]:
     at = now()
     if error is None:
@@ -93,7 +103,8 @@ def finish_params(
         state, finished = "dead", at
     else:
         state, finished = "pending", None
-    return (state, next_attempt_at, error, at, finished, dispatch_id, owner)
+    code = None if error is None else error_code
+    return (state, next_attempt_at, error, code, at, finished, dispatch_id, owner)
 
 
 def _json(value: Any) -> dict[str, Any]:
@@ -132,4 +143,4 @@ def completion_row(r: Sequence[Any]) -> CompletionRow:
 
 
 def dispatch_row(r: Sequence[Any]) -> DispatchRow:
-    return DispatchRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
+    return DispatchRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8])

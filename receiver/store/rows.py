@@ -59,6 +59,8 @@ class DispatchRow:
     next_attempt_at: float
     last_error: str | None
     updated_at: float
+    error_code: str | None = None
+    """The last failed attempt's normalised code (``http_5xx``, ``handler_exception``...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,10 @@ class Resolution:
     confidence: float | None = None
     """The job-level confidence the result reports (its least confident field), if any."""
     error_code: str | None = None
-    """The provider's error code, when its job API reports one."""
+    """The provider's error code when its job API reports one, else jobhook's own
+    (``result_too_large``, ``confirm_timeout``...) when the result could not be had."""
+    error_where: str | None = None
+    """Where the error arose: ``provider`` (the job failed there) or ``fetch`` (jobhook's side)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,8 @@ class JobFilter:
     metadata: tuple[tuple[str, str], ...] = ()
     """(key, value) pairs the job's metadata must hold; values compare as text."""
     min_confidence: float | None = None
+    error_code: str | None = None
+    """The job's normalised error code, or the last failure code of any of its dispatches."""
 
 
 JobKey = tuple[float, str, str]
@@ -117,6 +124,12 @@ class JobListing:
     result_bytes: int | None = None
     error_code: str | None = None
     """The provider's error code, as the job's news or its confirming job API call gave it."""
+    failure_code: str | None = None
+    """The job's normalised error code: the provider's, or jobhook's own (``provider_failed``,
+    ``result_too_large``...); None when nothing failed."""
+    failure_where: str | None = None
+    """``provider`` or ``fetch``, beside ``failure_code``."""
+    failure_message: str | None = None
 
     @property
     def key(self) -> JobKey:
@@ -139,6 +152,32 @@ class JobStats:
     p95_seconds: float | None
     handler_failures: dict[str, dict[str, int]]
     """Per handler: ``dead`` dispatches and ``retrying`` ones (pending after a failure)."""
+    errors: tuple[ErrorCount, ...] = ()
+    """Failed jobs and failing dispatches, counted by code, where, source and handler."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorCount:
+    """How many failures share a code, a place (provider, fetch, handler), a source and handler."""
+
+    code: str
+    where: str
+    source: str
+    handler: str | None
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitRow:
+    """A handler's circuit: ``closed``, ``open`` (until ``retry_at``) or ``half_open``."""
+
+    handler: str
+    state: str
+    failures: int
+    """Consecutive failed attempts."""
+    opened_at: float | None
+    retry_at: float | None
+    """When an open circuit lets its probe through (or a half-open one's probe lease ends)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,4 +114,19 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE completions ADD COLUMN traceparent TEXT;
     """,
+    # 7: job quality (issue 21): where a completion's error arose (provider | fetch), each
+    # dispatch's last failure as a normalised code (http_5xx, connect_error...), and one circuit
+    # per handler (closed | open | half_open), shared by every replica.
+    """
+    ALTER TABLE completions ADD COLUMN error_where TEXT;
+    ALTER TABLE dispatches ADD COLUMN error_code TEXT;
+    CREATE TABLE circuits (
+        handler         TEXT PRIMARY KEY,
+        state           TEXT NOT NULL,
+        failures        INTEGER NOT NULL,
+        opened_at       REAL,
+        retry_at        REAL,
+        updated_at      REAL NOT NULL
+    );
+    """,
 )

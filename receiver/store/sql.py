@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from receiver.store import records
 from receiver.store.records import now
 
 
@@ -110,7 +111,7 @@ RESOLVE_COMPLETION = """
 UPDATE completions SET phase = 'ready', result_path = ?, result_sha256 = ?, result_bytes = ?,
     error = coalesce(?, error), error_code = coalesce(?, error_code), state = coalesce(?, state),
     provider_status = coalesce(?, provider_status), resolved_at = ?, confidence = ?,
-    lease_owner = NULL, lease_until = NULL
+    error_where = coalesce(?, error_where), lease_owner = NULL, lease_until = NULL
 WHERE id = ? AND lease_owner = ?
 """
 
@@ -119,8 +120,7 @@ UPDATE completions SET last_error = ?, next_attempt_at = ?, lease_owner = NULL, 
 WHERE id = ? AND lease_owner = ?
 """
 
-_DISPATCH_COLUMNS = """id, completion_id, handler, state, attempts, next_attempt_at, last_error,
-    updated_at"""
+_DISPATCH_COLUMNS = records.DISPATCH_COLUMNS
 
 CLAIM_DISPATCHES = f"""
 UPDATE dispatches SET state = 'running', lease_owner = ?, lease_until = ?,
@@ -130,13 +130,14 @@ WHERE id IN (
     WHERE c.phase = 'ready'
       AND ((d.state = 'pending' AND d.next_attempt_at <= ?)
            OR (d.state = 'running' AND d.lease_until < ?))
+      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
     ORDER BY d.next_attempt_at LIMIT ?)
 RETURNING {_DISPATCH_COLUMNS}
 """  # noqa: S608
 
 FINISH_DISPATCH = """
 UPDATE dispatches SET state = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?,
-    updated_at = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL
+    error_code = ?, updated_at = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL
 WHERE id = ? AND lease_owner = ?
 """
 
@@ -189,6 +190,11 @@ SELECT min(t) FROM (
     SELECT min(coalesce(CASE WHEN d.state = 'running' THEN d.lease_until END, d.next_attempt_at))
     FROM dispatches d JOIN completions c ON c.id = d.completion_id
     WHERE c.phase = 'ready' AND d.state IN ('pending', 'running')
+      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
+    UNION ALL
+    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed' AND EXISTS (
+        SELECT 1 FROM dispatches d JOIN completions c ON c.id = d.completion_id
+        WHERE d.handler = k.handler AND c.phase = 'ready' AND d.state IN ('pending', 'running'))
     UNION ALL
     SELECT min(lease_until) FROM completions WHERE phase = 'resolving' AND lease_until IS NOT NULL
 )
@@ -219,7 +225,8 @@ def replay_query(
             params.append(value)
     query = f"""
     UPDATE dispatches SET state = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ?,
-        last_error = NULL, lease_owner = NULL, lease_until = NULL, finished_at = NULL
+        last_error = NULL, error_code = NULL, lease_owner = NULL, lease_until = NULL,
+        finished_at = NULL
     WHERE id IN (SELECT d.id FROM dispatches d JOIN completions c ON c.id = d.completion_id
                  WHERE {" AND ".join(where)})
     """  # noqa: S608

@@ -19,6 +19,8 @@ import structlog
 from receiver.errors import StoreUnavailableError
 from receiver.store import queries, records, sql, sqlite_ops
 from receiver.store.base import Store
+from receiver.store.bulk import SQLiteBulk
+from receiver.store.circuit_stores import SQLiteCircuits
 from receiver.store.ownership import StoreLock
 from receiver.store.schema import SQLITE_MIGRATIONS
 from receiver.store.sqlite_commit import OFFLOAD_AT, GroupCommit
@@ -47,7 +49,7 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteBulk, SQLiteCircuits, Store):
     """SQLite through aiosqlite: the default, for one process."""
 
     def __init__(self, path: Path, *, batch_max: int = 512, offload_at: int = OFFLOAD_AT) -> None:
@@ -172,9 +174,15 @@ class SQLiteStore(Store):
         return await self._write_sync(sqlite_ops.claim_dispatches, owner, limit, until, now)
 
     async def finish_dispatch(
-        self, dispatch_id: int, owner: str, *, error: str | None, next_attempt_at: float | None
+        self,
+        dispatch_id: int,
+        owner: str,
+        *,
+        error: str | None,
+        next_attempt_at: float | None,
+        error_code: str | None = None,
     ) -> None:
-        params = records.finish_params(dispatch_id, owner, error, next_attempt_at)
+        params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
         await self._write_sync(sqlite_ops.execute, sql.FINISH_DISPATCH, params)
 
     async def renew(self, owner: str, lease_until: float) -> None:

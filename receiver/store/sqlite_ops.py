@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
-from receiver.store import records, sql
+from receiver.store import circuits, records, sql
 
 if TYPE_CHECKING:
     import sqlite3
@@ -75,8 +75,10 @@ def claim_completions(
 def claim_dispatches(
     db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
 ) -> list[tuple[DispatchRow, CompletionRow]]:
-    rows = db.execute(sql.CLAIM_DISPATCHES, (owner, until, now, now, now, limit)).fetchall()
-    claimed = [records.dispatch_row(r) for r in rows]
+    claimed = circuits.probes_sync(db, owner, until, now)
+    left = max(limit - len(claimed), 0)
+    rows = db.execute(sql.CLAIM_DISPATCHES, (owner, until, now, now, now, left)).fetchall()
+    claimed += [records.dispatch_row(r) for r in rows]
     if not claimed:
         return []
     ids = sorted({d.completion_id for d in claimed})

@@ -30,19 +30,23 @@ def _refused_or(call: object) -> None:
     before=st.none() | TEXT,
     metadata=st.lists(TEXT, max_size=3),
     confidence=st.none() | TEXT,
+    code=st.none() | TEXT,
 )
-@example(state=None, after="1e400", before="9999-99-99", metadata=[":"], confidence="nan")
+@example(
+    state=None, after="1e400", before="9999-99-99", metadata=[":"], confidence="nan", code="\x00"
+)
 def test_any_filter_text_is_a_filter_or_a_400(
     state: str | None,
     after: str | None,
     before: str | None,
     metadata: list[str],
     confidence: str | None,
+    code: str | None,
 ) -> None:
     _refused_or(
         lambda: query.build_filter(
             state=state, created_after=after, created_before=before, metadata=metadata,
-            min_confidence=confidence,
+            min_confidence=confidence, error_code=code,
         )
     )  # fmt: skip
 

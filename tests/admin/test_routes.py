@@ -119,15 +119,24 @@ async def test_list_pages_with_an_opaque_cursor_until_it_is_null(
     "params",
     [{"limit": "0"}, {"limit": "501"}, {"limit": "x"}, {"state": "done"},
      {"created_after": "yesterday"}, {"metadata": "nocolon"}, {"min_confidence": "high"},
-     {"cursor": "!!!"}, {"cursor": "bm90IGpzb24"}],
+     {"error_code": "x" * 101}, {"cursor": "!!!"}, {"cursor": "bm90IGpzb24"}],
     ids=["limit-0", "limit-big", "limit-word", "state", "time", "metadata", "confidence",
-         "cursor-garbage", "cursor-not-ours"],
+         "error-code", "cursor-garbage", "cursor-not-ours"],
 )  # fmt: skip
 async def test_list_refuses_bad_filters_with_400(
     client: httpx.AsyncClient, params: dict[str, str]
 ) -> None:
     response = await client.get("/jobs", params=params)
     assert (response.status_code, response.json()["error"]) == (400, "invalid_query")
+
+
+async def test_list_filters_by_normalised_error_code(client: httpx.AsyncClient) -> None:
+    await deliver(client, "ok")
+    await deliver(client, "bad", status="Failed")
+    assert await _ids(client, error_code="provider_failed") == ["bad"]
+    assert await _ids(client, error_code="http_5xx") == []
+    (job,) = (await client.get("/jobs", params={"state": "failed"})).json()["jobs"]
+    assert job["failure"] == {"code": "provider_failed", "message": None, "where": "provider"}
 
 
 async def test_show_has_deliveries_completion_and_dispatches(client: httpx.AsyncClient) -> None:
@@ -145,7 +154,8 @@ async def test_show_has_deliveries_completion_and_dispatches(client: httpx.Async
             break
     assert detail["dispatches"] == [
         {"handler": "files", "state": "succeeded", "attempts": 1, "last_error": None,
-         "next_attempt_at": None, "updated_at": detail["dispatches"][0]["updated_at"]}
+         "error_code": None, "next_attempt_at": None,
+         "updated_at": detail["dispatches"][0]["updated_at"]}
     ]  # fmt: skip
     missing = await client.get("/jobs/reducto/nope")
     assert (missing.status_code, missing.json()["error"]) == (404, "unknown_job")
@@ -222,6 +232,8 @@ async def test_stats_report_states_sources_rate_and_times(client: httpx.AsyncCli
     assert stats["by_source"] == {"reducto": 3}
     assert stats["processing_seconds"]["count"] == 2
     assert set(stats["handler_failures"]) <= {"files"}
+    assert stats["errors"]["by_code"] == {"provider_failed": 1}
+    assert stats["errors"]["by_where"] == {"provider": 1}
     bad = await client.get("/jobs/stats", params={"period": "1y"})
     assert (bad.status_code, bad.json()["error"]) == (400, "invalid_query")
 

@@ -88,6 +88,20 @@ async def test_ls_show_and_stats_against_the_service(service: tuple[Starlette, s
     assert "66.7%" in figures.stdout
 
 
+async def test_ls_filters_by_error_code_and_stats_show_errors(
+    service: tuple[Starlette, str],
+) -> None:
+    _, url = service
+    await _post_some(url)
+    page = _json(await cli("jobs", "ls", "--json", "--error-code", "provider_failed", url=url))
+    assert [job["job_id"] for job in page["jobs"]] == ["b"]
+    stats = _json(await cli("jobs", "stats", "--json", url=url))
+    assert stats["errors"]["by_code"] == {"provider_failed": 1}
+    figures = await cli("jobs", "stats", url=url)
+    assert "errors by code" in figures.stdout
+    assert "provider_failed" in figures.stdout
+
+
 async def test_export_writes_csv_and_jsonl(service: tuple[Starlette, str], tmp_path: Path) -> None:
     _, url = service
     await _post_some(url)

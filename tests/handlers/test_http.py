@@ -14,7 +14,7 @@ from starlette.routing import Route
 from svix.webhooks import Webhook, WebhookVerificationError
 
 from handlers.http import HttpHandler
-from receiver.errors import RetryableError
+from receiver.errors import DeliveryError, RetryableError
 from receiver.secret import Secret
 from tests.support import SECRET, free_port, live_server
 
@@ -103,6 +103,9 @@ async def test_the_error_message_carries_a_short_excerpt_and_never_the_secret(
     assert len(message) < 800
     assert SECRET.removeprefix("whsec_") not in message
     assert SECRET.removeprefix("whsec_") not in repr(handler)
+    assert isinstance(caught.value, DeliveryError)
+    assert caught.value.code == "http_5xx"
+    assert caught.value.summary.endswith("answered 500")  # the answer's body is left out
 
 
 async def test_a_timeout_raises(make_completion: Callable[..., Completion]) -> None:
@@ -119,9 +122,10 @@ async def test_a_timeout_raises(make_completion: Callable[..., Completion]) -> N
 
 async def test_a_refused_connection_raises(make_completion: Callable[..., Completion]) -> None:
     handler = HttpHandler(name="notify", url=f"http://127.0.0.1:{free_port()}/hook")
-    with pytest.raises(RetryableError, match="ConnectError"):
+    with pytest.raises(DeliveryError, match="ConnectError") as caught:
         await handler.handle(make_completion())
     await handler.close()
+    assert caught.value.code == "connect_error"
 
 
 async def test_429_passes_retry_after_on(make_completion: Callable[..., Completion]) -> None:

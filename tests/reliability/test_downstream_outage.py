@@ -42,6 +42,8 @@ class Target:
 
 
 def _settings(tmp_path: Path, target: str, *, max_attempts: int, initial: float) -> Settings:
+    # The circuit stays closed here: these tests are about each delivery's own backoff
+    # (tests/pipeline/test_circuit.py has the circuit).
     config = tmp_path / "jobhook.toml"
     config.write_text(
         f"""
@@ -59,6 +61,7 @@ timeout = 2
 max_attempts = {max_attempts}
 backoff_initial = {initial}
 backoff_max = 5
+circuit_failures = 1000
 """,
         encoding="utf-8",
     )
