@@ -80,7 +80,9 @@ class Resolver:
             )
         dest = self.result_path(completion.source, completion.job_id)
         if ref.url is None:
-            return _with(await _store_inline(ref.inline, dest), error, state, provider_status, code, where)
+            return _with(
+                await _store_inline(ref.inline, dest), error, state, provider_status, code, where
+            )
         started = time.monotonic()
         with tracing.span("jobhook.result.fetch") as span:
             fetched = await self._download(completion, ref, dest, api, span)
