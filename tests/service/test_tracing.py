@@ -25,15 +25,14 @@ from tests.admin.test_events import EventReader
 from tests.adminsupport import AUTH, TOKEN
 from tests.conftest import forget_cached_loggers
 from tests.otlp import CollectedSpan, Collector, tracing_config
-from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
+from tests.support import free_port, live_server, reducto_body, signed_headers
+from tests.test_pipeline import API_KEY, pipeline_settings
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
     from receiver.config.settings import Settings
-
-API_KEY = "sim-key-123"
 
 
 class Downstream:
@@ -49,25 +48,8 @@ class Downstream:
 
 
 def traced_settings(tmp_path: Path, sim_url: str, collector: str, target: str) -> Settings:
-    config = tmp_path / "jobhook.toml"
-    config.write_text(
-        f"""
-data_dir = "{tmp_path / "data"}"
-[server]
-admin_token = "{TOKEN}"
-[results]
-allowed_hosts = ["127.0.0.1"]
-allow_http = true
-allow_private_networks = true
-[sources.reducto]
-provider = "reducto"
-secrets = ["{SECRET}"]
-api_base_url = "{sim_url}"
-api_key = "{API_KEY}"
-[[handlers]]
-name = "files"
-type = "file"
-dir = "{tmp_path / "out"}"
+    """The pipeline tests' configuration, plus an http handler, an admin token and tracing."""
+    return pipeline_settings(tmp_path, sim_url, extra=f"""
 [[handlers]]
 name = "notify"
 type = "http"
@@ -75,10 +57,9 @@ url = "{target}/hook"
 backoff_initial = 0.05
 backoff_max = 0.1
 max_attempts = 100
-{tracing_config(collector)}""",
-        encoding="utf-8",
-    )
-    return load_settings(config, environ={})
+[server]
+admin_token = "{TOKEN}"
+{tracing_config(collector)}""")  # fmt: skip
 
 
 @pytest.fixture
