@@ -27,6 +27,7 @@ class Ingestor:
         polling: Mapping[str, PollSettings] | None = None,
         clock: Callable[[], float] = time.time,
         notify: Callable[[Event, IngestResult], None] = lambda event, result: None,
+        on_finished: Callable[[Event], None] | None = None,
     ) -> None:
         self._store = store
         self._handlers = tuple(handlers)
@@ -35,6 +36,8 @@ class Ingestor:
         self._polling = dict(polling or {})
         self._clock = clock
         self._notify = notify
+        self._on_finished = on_finished
+        """Called when an event completes a job that needs no resolution: its outcome is final."""
         self.counts: collections.Counter[tuple[str, str]] = collections.Counter()
         """Events by (via, outcome): outcome is completed, accepted or duplicate."""
 
@@ -54,6 +57,8 @@ class Ingestor:
         result = await self._store.ingest(event, handlers, resolve=resolve)
         if (result.completed and (handlers or resolve)) or result.requeued:
             self._wake()  # only when there is work: a completion with nothing to do needs none
+        if result.completed and not resolve and self._on_finished is not None:
+            self._on_finished(event)
         if result.status == "accepted":
             self._notify(event, result)  # long-polls and the event stream
         outcome = "completed" if result.completed else result.status

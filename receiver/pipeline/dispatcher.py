@@ -72,6 +72,7 @@ class Dispatcher:
         clock: Callable[[], float] = time.time,
         owner: str | None = None,
         on_delivered: Callable[[str, str, float], None] | None = None,
+        on_resolved: Callable[[CompletionRow, Resolution], None] | None = None,
     ) -> None:
         self.store = store
         self.handlers = dict(handlers)
@@ -85,6 +86,7 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._on_delivered = on_delivered
+        self._on_resolved = on_resolved
         self.circuits = Circuits(store, clock)
 
     def wake(self) -> None:
@@ -207,7 +209,11 @@ class Dispatcher:
             resolution = Resolution(
                 error=f"result could not be resolved: {exc}", error_code=code, error_where=where
             )
-        await self.store.resolve_completion(row.id, self.owner, resolution)
+        if not await self.store.resolve_completion(row.id, self.owner, resolution):
+            bound.warning("resolve_lease_lost")  # another replica resolves it now
+            return
+        if self._on_resolved is not None:
+            self._on_resolved(row, resolution)
         bound.info("completion_resolved", bytes=resolution.result_bytes, error=resolution.error)
         self.wake()
 

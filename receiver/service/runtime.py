@@ -16,6 +16,7 @@ from receiver.intake.ingest import Ingestor
 from receiver.intake.poller import Poller
 from receiver.loops import worker_id
 from receiver.ops.metrics import RuntimeCounts
+from receiver.ops.quality import JobOutcomes
 from receiver.ops.retention import Retention
 from receiver.pipeline import egress
 from receiver.pipeline.dispatcher import Dispatcher
@@ -31,9 +32,13 @@ from receiver.store import Store, open_store
 if TYPE_CHECKING:
     from receiver.completion import Handler
     from receiver.config.settings import Settings
+    from receiver.models import Event
     from receiver.ops.metrics import Metrics
+    from receiver.store import CompletionRow, Resolution
 
 log = structlog.get_logger(__name__)
+USABLE = ("succeeded", "partial")
+"""States whose completion should carry a result."""
 
 
 def load_handlers(settings: Settings) -> dict[str, Handler]:
@@ -59,6 +64,7 @@ class Runtime:
         self.apis: dict[str, JobAPI] = {}
         self.metrics = metrics
         self.notifier = Notifier()
+        self.outcomes: JobOutcomes | None = None
         self.owner = worker_id()
         """This replica's name on every claim and lease it takes, and on its heartbeat."""
 
@@ -118,6 +124,11 @@ class Runtime:
                 close = getattr(handler, "close", None)
                 if close is not None:
                     stack.push_async_callback(close)
+            if self.metrics is not None:
+                self.outcomes = JobOutcomes(
+                    self.store, self.metrics.quality, self.metrics.source_label
+                )
+                stack.push_async_callback(self.outcomes.close)
             self.dispatcher = Dispatcher(
                 self.store,
                 self.handlers,
@@ -127,6 +138,7 @@ class Runtime:
                 lease_seconds=settings.dispatch.lease_seconds,
                 owner=self.owner,
                 on_delivered=self._delivered,
+                on_resolved=self._resolved,
             )
             self.heartbeat = Heartbeat(
                 self.store,
@@ -146,6 +158,7 @@ class Runtime:
                 resolving=set(self.apis),
                 polling=polling,
                 notify=self.notifier.notify,
+                on_finished=self._finished,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
             self.drain = DrainWatch(
@@ -199,6 +212,20 @@ class Runtime:
             self.metrics.delivered(handler, outcome, seconds)
         if outcome == "succeeded":
             self.retention.wake()
+
+    def _finished(self, event: Event) -> None:
+        """An ingested event made a job's outcome final (it needs no resolution)."""
+        if self.outcomes is not None:
+            state = event.state.value
+            self.outcomes.finished(event.source, event.job_id, state, event.error_code)
+
+    def _resolved(self, row: CompletionRow, resolution: Resolution) -> None:
+        """This replica stored a completion's resolution: the job's outcome is final."""
+        if self.outcomes is not None:
+            state = resolution.state.value if resolution.state else row.state
+            if state in USABLE and resolution.result_path is None and resolution.error_code:
+                state = "unresolved"  # finished at the provider, but its result is not to be had
+            self.outcomes.finished(row.source, row.job_id, state, resolution.error_code)
 
     async def _stop_task(self, task: asyncio.Task[None]) -> None:
         self._stop.set()

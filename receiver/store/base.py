@@ -70,8 +70,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
-    ) -> None:
-        """Store a completion's result and make its dispatches claimable."""
+    ) -> bool:
+        """Store a completion's result and make its dispatches claimable; False (and nothing
+        stored) when ``owner`` no longer holds the completion's lease."""
 
     @abc.abstractmethod
     async def retry_completion(

@@ -82,9 +82,9 @@ class PostgresStore(PostgresBulk, PostgresCircuits, Store):
 
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
-    ) -> None:
+    ) -> bool:
         params = records.resolution_params(completion_id, owner, resolution)
-        await self._db.execute(_n(sql.RESOLVE_COMPLETION), *params)
+        return bool(await self._db.execute(_n(sql.RESOLVE_COMPLETION), *params))
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float

@@ -157,9 +157,9 @@ class SQLiteStore(SQLiteBulk, SQLiteCircuits, Store):
 
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
-    ) -> None:
+    ) -> bool:
         params = records.resolution_params(completion_id, owner, resolution)
-        await self._write_sync(sqlite_ops.execute, sql.RESOLVE_COMPLETION, params)
+        return bool(await self._write_sync(sqlite_ops.changed, sql.RESOLVE_COMPLETION, params))
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float

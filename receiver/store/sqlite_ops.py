@@ -65,6 +65,11 @@ def execute(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> None:
     db.execute(query, params)
 
 
+def changed(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:
+    """One statement; how many rows it changed."""
+    return db.execute(query, params).rowcount
+
+
 def claim_completions(
     db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
 ) -> list[CompletionRow]:

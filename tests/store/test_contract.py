@@ -210,10 +210,12 @@ class TestStoreContract:
         assert await store.claim_completions("w2", 10, 30, now + 29) == []
         (second,) = await store.claim_completions("w2", 10, 30, now + 31)
         assert (second.id, second.attempts) == (first.id, 2)
-        await store.resolve_completion(first.id, "w1", Resolution(result_path="/stale"))
+        assert not await store.resolve_completion(first.id, "w1", Resolution(result_path="/stale"))
         row = await store.completion_for(SOURCE, "job-1")
         assert row is not None
         assert (row.phase, row.result_path) == ("resolving", None)
+        # The lease's holder stores it, and is told so (it counts the job's outcome then).
+        assert await store.resolve_completion(second.id, "w2", Resolution(result_path="/fresh"))
 
     async def test_finish_records_success_retry_and_dead(self, store: Store) -> None:
         await complete(store, "job-1", "a", "b", "c")
