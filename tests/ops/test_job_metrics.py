@@ -10,17 +10,20 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from receiver.config.load import load_settings
 from receiver.ops.quality import JOBHOOK_CODES, MAX_PROVIDER_CODES, QualityMetrics
 from receiver.pipeline import failures
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
 from tests.adminsupport import AUTH, admin_settings, deliver
 from tests.ops.test_metrics import scrape, value
-from tests.support import live_server, reducto_body, signed_headers
+from tests.support import SECRET, live_server, reducto_body, signed_headers
 from tests.test_pipeline import API_KEY, pipeline_settings
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from receiver.config.settings import Settings
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -102,6 +105,23 @@ async def test_a_resolved_job_counts_once_with_the_providers_code(tmp_path: Path
         assert value(seen, "jobhook_job_processing_seconds_count", source="reducto") == 1
 
 
+@pytest.mark.timeout(60)
+async def test_a_job_whose_result_cannot_be_had_counts_as_unresolved(tmp_path: Path) -> None:
+    sim = Simulator("reducto", api_key=API_KEY, duration=0.0)
+    async with live_server(build_app(sim)) as sim_url:
+        (job_id,) = sim.create_jobs(1, result="url")
+        # The result URL's host (the simulator's) is not allowed: the fetch is refused for good.
+        app = create_app(pipeline_settings(tmp_path, sim_url, allowed="results.example.com"))
+        async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+            body = reducto_body(job_id)
+            await client.post("/webhooks/reducto", content=body, headers=signed_headers(body))
+            samples = await _until_counted(
+                client, "jobhook_jobs_finished_total", source="reducto", outcome="unresolved"
+            )
+    assert value(samples, "jobhook_jobs_failed_total", source="reducto", code="unsafe_url") == 1
+    assert value(samples, "jobhook_jobs_finished_total", source="reducto", outcome="succeeded") == 0
+
+
 def test_provider_codes_are_capped_and_jobhooks_own_always_kept() -> None:
     from prometheus_client import CollectorRegistry
 
@@ -133,3 +153,87 @@ def test_every_code_a_failed_job_can_carry_is_one_of_jobhooks_own_labels() -> No
     codes = {code for code in codes if "_" in code}  # the words in brackets are no codes
     assert codes, "failures' docstring no longer lists the codes"
     assert codes <= JOBHOOK_CODES
+
+
+def _replica_settings(tmp_path: Path, store_url: str, sim_url: str) -> Settings:
+    """Two sources on one PostgreSQL store: reducto confirms with the simulator's job API (its
+    jobs are counted where they are resolved), plain has none (counted where they are stored)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f"""
+data_dir = "{tmp_path / "data"}"
+[store]
+url = "{store_url}"
+[results]
+allowed_hosts = ["127.0.0.1"]
+allow_http = true
+allow_private_networks = true
+[sources.reducto]
+provider = "reducto"
+secrets = ["{SECRET}"]
+api_base_url = "{sim_url}"
+api_key = "{API_KEY}"
+[sources.plain]
+provider = "reducto"
+secrets = ["{SECRET}"]
+""",
+        encoding="utf-8",
+    )
+    return load_settings(config, environ={})
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(90)
+async def test_replicas_on_one_store_count_each_job_once_between_them(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    sim = Simulator("reducto", api_key=API_KEY, duration=0.0)
+    async with live_server(build_app(sim)) as sim_url:
+        failed = sim.create_jobs(4, outcome="failed", error_code="TIMEOUT")
+        succeeded = sim.create_jobs(4)
+        apps = [create_app(_replica_settings(tmp_path / n, postgres_url, sim_url)) for n in "ab"]
+        async with (
+            live_server(apps[0]) as a,
+            live_server(apps[1]) as b,
+            httpx.AsyncClient(base_url=a) as ca,
+            httpx.AsyncClient(base_url=b) as cb,
+        ):
+            news = [("reducto", job_id, "failed") for job_id in failed]
+            news += [("reducto", job_id, "succeeded") for job_id in succeeded]
+            news += [("plain", f"p{n}", "failed" if n % 2 else "succeeded") for n in range(8)]
+            sends = []
+            for source, job_id, outcome in news:
+                body = reducto_body(job_id, "Failed" if outcome == "failed" else "Completed")
+                for msg_id in ("m1", "m1", "m2"):  # the webhook, its duplicate, a resend
+                    for client in (ca, cb):  # each to both replicas
+                        headers = signed_headers(body, msg_id=f"{job_id}-{msg_id}")
+                        sends.append(client.post(f"/webhooks/{source}", content=body,
+                                                 headers=headers))  # fmt: skip
+            answers = await asyncio.gather(*sends)
+            assert {r.status_code for r in answers} == {200}
+            async with asyncio.timeout(60):
+                while True:
+                    scrapes = [await scrape(ca), await scrape(cb)]
+                    counted = sum(
+                        value(s, "jobhook_jobs_finished_total", source=src, outcome=o)
+                        for s in scrapes for src in ("reducto", "plain")
+                        for o in ("succeeded", "failed")
+                    )  # fmt: skip
+                    if counted >= len(news):
+                        break
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(0.5)  # what would count a second time has had its chance
+            scrapes = [await scrape(ca), await scrape(cb)]
+
+    def total(name: str, **labels: str) -> float:
+        return sum(value(s, name, **labels) for s in scrapes)
+
+    assert total("jobhook_jobs_finished_total", source="reducto", outcome="failed") == 4
+    assert total("jobhook_jobs_finished_total", source="reducto", outcome="succeeded") == 4
+    assert total("jobhook_jobs_failed_total", source="reducto", code="TIMEOUT") == 4
+    assert total("jobhook_jobs_finished_total", source="plain", outcome="failed") == 4
+    assert total("jobhook_jobs_finished_total", source="plain", outcome="succeeded") == 4
+    assert total("jobhook_jobs_failed_total", source="plain", code="provider_failed") == 4
+    for source in ("reducto", "plain"):
+        assert total("jobhook_job_processing_seconds_count", source=source) == 8
