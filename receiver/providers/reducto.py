@@ -37,6 +37,12 @@ class Reducto(Provider):
         "Cancelled": State.CANCELLED,
     }
     webhook_has_result = False
+    # The webhook is {status, job_id, metadata} and GET /job/{id} has no input; only the job
+    # list's raw_config echoes the request, and its reducto:// upload inputs expire.
+    cannot_resubmit = (
+        "reducto: neither the webhook nor GET /job/{{id}} carries the document input (a URL or "
+        "a reducto:// upload that expires), so the pipeline that submitted it must submit again"
+    )
 
     def parse_webhook(
         self, body: Any, *, source: str, message_id: str | None, via: Via = "webhook"
