@@ -199,3 +199,49 @@ async def reprocess_job(request: Request) -> JSONResponse:
         detail = f"{outcome.detail}; nothing was lost: call again to retry"
         return JSONResponse({"error": "provider_error", "detail": detail}, status_code=502)
     return JSONResponse(outcome.to_json())
+
+
+def _schema(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _answer(description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    schema = {"type": "object", "properties": properties}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERROR = {"description": "{error, detail}", "content": {"application/json": {
+    "schema": _schema("Error")}}}  # fmt: skip
+_COUNTED = ("count", "submitted", "already_reprocessed", "not_reprocessable", "failed")
+_COUNTS = {name: {"type": "integer"} for name in _COUNTED}
+_OUTCOME = {"type": "object", "properties": {
+    "source": {"type": "string"}, "job_id": {"type": "string"},
+    "status": {"type": "string", "enum": ["submitted", "already_reprocessed",
+                                          "not_reprocessable", "failed"]},
+    "new_job_id": {"type": "string"}, "detail": {"type": "string"}}}  # fmt: skip
+_PATH = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+         for name in ("source", "job_id")]  # fmt: skip
+OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("/jobs/reprocess", "post"): {
+        "summary": "Submit every finished job a filter selects again at its provider",
+        "requestBody": {"required": False, "content": {"application/json": {
+            "schema": _schema("BulkReprocessRequest")}}},
+        "responses": {
+            "200": _answer("{dry_run, count, already_reprocessed, not_reprocessable, reasons}, "
+                           "or {reprocess_id, submitted, ..., jobs, next_cursor}",
+                           {**_COUNTS, "dry_run": {"type": "boolean"},
+                            "reasons": {"type": "object"}, "reprocess_id": {"type": "string"},
+                            "jobs": {"type": "array", "items": _OUTCOME},
+                            "next_cursor": {"type": "string", "nullable": True}}),
+            "400": _ERROR, "404": _ERROR, "413": _ERROR, "422": _ERROR}},
+    ("/jobs/{source}/{job_id}/reprocess", "post"): {
+        "summary": "Submit one finished job again at its provider (once, unless forced)",
+        "parameters": _PATH,
+        "requestBody": {"required": False, "content": {"application/json": {
+            "schema": _schema("OneReprocessRequest")}}},
+        "responses": {
+            "200": {"description": "submitted, or already reprocessed", "content": {
+                "application/json": {"schema": _OUTCOME}}},
+            "400": _ERROR, "404": _ERROR, "413": _ERROR, "422": _ERROR,
+            "502": _ERROR}},
+}  # fmt: skip
