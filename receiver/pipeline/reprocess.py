@@ -123,6 +123,11 @@ class Reprocessor:
         except NotReprocessableError as exc:
             await self._finish(job, None, str(exc))
             return Outcome(job.source, job.job_id, "not_reprocessable", detail=str(exc))
+        except SubmissionUnknownError as exc:
+            detail = f"{exc}: the job may exist at the provider; check, then reprocess with force"
+            await self._finish(job, None, detail, unknown=True)
+            log.warning("reprocess_unknown", source=job.source, job_id=job.job_id)
+            return Outcome(job.source, job.job_id, "failed", detail=detail)
         except ProviderError as exc:
             await self._finish(job, None, str(exc))
             log.warning("reprocess_failed", source=job.source, job_id=job.job_id, error=str(exc))
@@ -168,7 +173,10 @@ class Reprocessor:
                 await self._sleep(min(wait, 30.0))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _finish(self, job: JobRow, new_id: str | None, error: str | None) -> None:
+    async def _finish(
+        self, job: JobRow, new_id: str | None, error: str | None, *, unknown: bool = False
+    ) -> None:
         await self.store.finish_reprocess(
-            job.source, job.job_id, self.owner, time.time(), new_job_id=new_id, error=error
-        )
+            job.source, job.job_id, self.owner, time.time(),
+            new_job_id=new_id, error=error, unknown=unknown,
+        )  # fmt: skip

@@ -162,17 +162,18 @@ class Store(abc.ABC):
         self, source: str, job_id: str, owner: str, now: float, *, stale_before: float,
         force: bool = False,
     ) -> bool:  # fmt: skip
-        """Claim the right to submit a job again; False when it is being or was submitted
-        (unless ``force``). A claim left ``submitting`` since before ``stale_before`` (its
-        replica died) can be taken over, and so can one that ``failed``."""
+        """Claim the right to submit a job again; False when it is being or was submitted, or
+        its submission's outcome is unknown (unless ``force``). A claim left ``submitting``
+        since before ``stale_before`` (its replica died) can be taken over, and so can one that
+        ``failed``."""
 
     @abc.abstractmethod
     async def finish_reprocess(
         self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
-        error: str | None,
+        error: str | None, unknown: bool = False,
     ) -> None:  # fmt: skip
         """Record a claimed submission's outcome: the new job's id, or the error (claimable
-        again)."""
+        again; with ``unknown``, the job may exist at the provider: only ``force`` claims it)."""
 
     @abc.abstractmethod
     async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:

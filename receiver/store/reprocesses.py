@@ -3,7 +3,8 @@
 One row per old job (``UNIQUE (source, job_id)``): a claim is an upsert that only wins while no
 submission is under way or done, so two callers (or replicas) never submit the same job twice.
 States: ``submitting`` (claimed, the POST is under way), ``submitted`` (``new_job_id`` known),
-``failed`` (the provider refused or could not be reached: claimable again).
+``failed`` (the provider refused or could not be reached: claimable again), ``unknown`` (the
+POST timed out: the job may exist, so only ``force`` claims it again).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ ON CONFLICT (source, job_id) DO UPDATE SET state = 'submitting',
     updated_at = excluded.updated_at
 WHERE reprocesses.state = 'failed'
     OR (reprocesses.state = 'submitting' AND reprocesses.updated_at < ?)
-    OR (? AND reprocesses.state = 'submitted')
+    OR (? AND reprocesses.state IN ('submitted', 'unknown'))
 RETURNING attempts"""
 FINISH = """UPDATE reprocesses SET state = ?, new_job_id = COALESCE(?, new_job_id), error = ?,
     owner = NULL, updated_at = ?
@@ -43,6 +44,10 @@ def of_jobs(count: int) -> str:
 
 def row(values: Sequence[Any]) -> ReprocessRow:
     return ReprocessRow(*values)
+
+
+def _state(new_job_id: str | None, unknown: bool) -> str:
+    return "submitted" if new_job_id is not None else "unknown" if unknown else "failed"
 
 
 def claim_params(
@@ -78,9 +83,9 @@ class SQLiteReprocesses:
 
     async def finish_reprocess(
         self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
-        error: str | None,
+        error: str | None, unknown: bool = False,
     ) -> None:  # fmt: skip
-        state = "submitted" if new_job_id is not None else "failed"
+        state = _state(new_job_id, unknown)
         params = (state, new_job_id, error, now, source, job_id, owner)
         await self._write_sync(_finish_sync, params)
 
@@ -114,9 +119,9 @@ class PostgresReprocesses:
 
     async def finish_reprocess(
         self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
-        error: str | None,
+        error: str | None, unknown: bool = False,
     ) -> None:  # fmt: skip
-        state = "submitted" if new_job_id is not None else "failed"
+        state = _state(new_job_id, unknown)
         await self._db.execute(
             numbered(FINISH), state, new_job_id, error, now, source, job_id, owner
         )

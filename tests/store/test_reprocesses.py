@@ -79,3 +79,15 @@ async def test_force_claims_a_submitted_job_again_but_never_one_under_way(store:
     link = await store.reprocess_of("docextract", "old-1")
     assert link is not None
     assert (link.new_job_id, link.attempts) == ("new-2", 2)
+
+
+async def test_an_unknown_outcome_is_claimed_again_only_by_force(store: Store) -> None:
+    now = time.time()
+    await store.claim_reprocess("docextract", "old-1", "w1", now, stale_before=now - 300)
+    await store.finish_reprocess(
+        "docextract", "old-1", "w1", now, new_job_id=None, error="timed out", unknown=True
+    )
+    assert not await store.claim_reprocess("docextract", "old-1", "w2", now, stale_before=now)
+    assert await store.claim_reprocess(
+        "docextract", "old-1", "w2", now, stale_before=now, force=True
+    )
