@@ -20,11 +20,12 @@ from starlette.responses import JSONResponse
 from receiver.admin import query as jobquery
 from receiver.admin.jobs import Name, UnknownJobError, read_model, store_of
 from receiver.errors import RejectedError, UnknownSourceError
+from receiver.pipeline.reprocess import Outcome
 
 if TYPE_CHECKING:
     from starlette.requests import Request
 
-    from receiver.pipeline.reprocess import Outcome, Reprocessor
+    from receiver.pipeline.reprocess import Reprocessor
     from receiver.store import JobRow, Store
     from receiver.store.rows import JobFilter, JobKey
 
@@ -32,6 +33,8 @@ log = structlog.get_logger("receiver.admin")
 PER_CALL = 50
 """Jobs looked at per call by default: at ~2 provider requests a job, about a minute's budget."""
 COUNT_CHUNK = 500
+GIVE_UP_AFTER = 3
+"""Provider failures in a row after which a call stops sending (the rest are reported, unsent)."""
 TimeText = Annotated[str, Field(max_length=64)] | float
 
 
@@ -165,6 +168,22 @@ def _cursor_key(body: BulkReprocessRequest) -> JobKey | None:
     return jobquery.decode_cursor(body.cursor)
 
 
+async def _each(reprocessor: Reprocessor, rows: list[JobRow], *, force: bool) -> list[Outcome]:
+    """Reprocess one job after another; once the provider has failed ``GIVE_UP_AFTER`` in a
+    row, the rest are reported failed without being sent (unclaimed: the next call sends them)."""
+    outcomes: list[Outcome] = []
+    streak = 0
+    for row in rows:
+        if streak >= GIVE_UP_AFTER:
+            detail = f"not sent: the provider failed {streak} jobs in a row; call again"
+            outcomes.append(Outcome(row.source, row.job_id, "failed", detail=detail))
+            continue
+        outcome = await reprocessor.reprocess(row, force=force)
+        streak = streak + 1 if outcome.status == "failed" else 0
+        outcomes.append(outcome)
+    return outcomes
+
+
 async def reprocess_jobs(request: Request) -> JSONResponse:
     body = await read_model(request, BulkReprocessRequest, optional=True)
     f = job_filter(body)
@@ -174,8 +193,7 @@ async def reprocess_jobs(request: Request) -> JSONResponse:
         return JSONResponse(await _dry_run(request, body, f))
     reprocess_id = body.reprocess_id or uuid.uuid4().hex[:16]
     rows, following = await _page(store_of(request), body, f, after, body.limit or PER_CALL)
-    reprocessor = _reprocessor(request)
-    outcomes = [await reprocessor.reprocess(row, force=body.force) for row in rows]
+    outcomes = await _each(_reprocessor(request), rows, force=body.force)
     answer = _summary(outcomes)
     log.info("jobs_reprocessed", reprocess_id=reprocess_id, submitted=answer["submitted"],
              failed=answer["failed"], done=following is None)  # fmt: skip

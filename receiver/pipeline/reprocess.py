@@ -169,7 +169,9 @@ class Reprocessor:
                 if attempt == ATTEMPTS:
                     raise
                 # A 429's wait is already on the limiter; a 5xx backs off here too.
-                wait = capped(exc.retry_after) or FIRST_WAIT * 2 ** (attempt - 1)
+                wait = capped(exc.retry_after)
+                if wait is None:
+                    wait = FIRST_WAIT * 2 ** (attempt - 1)
                 await self._sleep(min(wait, 30.0))
         raise AssertionError("unreachable")  # pragma: no cover
 

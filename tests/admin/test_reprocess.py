@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from receiver.config.load import load_settings
+from receiver.pipeline.reprocess import ATTEMPTS
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
 from tests.adminsupport import AUTH, TOKEN
@@ -241,3 +242,26 @@ async def test_the_cli_counts_then_reprocesses_with_progress(
     assert refused.exit_code == 4
     assert "reducto" in refused.stderr
     assert posts(sim) == 3
+
+
+async def test_a_failing_provider_stops_the_call_and_nothing_is_lost(
+    stack: tuple[Simulator, Starlette, str],
+) -> None:
+    sim, app, url = stack
+    failed = sim.create_jobs(4, outcome="failed", error_code="processing_timeout")
+    async with httpx.AsyncClient(base_url=url, headers=AUTH) as client:
+        for job_id in failed:
+            await settled(client, job_id, "failed")
+        sim.inject(status=503, retry_after=0, count=3 * ATTEMPTS)
+        down = (await reprocess(client, {"source": "docextract"})).json()
+        assert (down["submitted"], down["failed"]) == (0, 4)
+        details = sorted(job["detail"] for job in down["jobs"])
+        assert sum("answered 503" in d for d in details) == 3
+        assert sum(d.startswith("not sent") for d in details) == 1
+        assert posts(sim) == 0
+        back = (await reprocess(client, {"source": "docextract"})).json()
+    assert (back["submitted"], back["failed"]) == (4, 0)
+    assert posts(sim) == 4
+    for job_id in failed:
+        link = await app.state.store.reprocess_of("docextract", job_id)
+        assert link.state == "submitted"
