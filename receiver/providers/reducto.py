@@ -37,11 +37,13 @@ class Reducto(Provider):
         "Cancelled": State.CANCELLED,
     }
     webhook_has_result = False
-    # The webhook is {status, job_id, metadata} and GET /job/{id} has no input; only the job
-    # list's raw_config echoes the request, and its reducto:// upload inputs expire.
+    # The webhook is {status, job_id, metadata}; GET /job/{id} may echo the request as the
+    # optional raw_config text (the SDK's EnhancedAsyncJobResponse), but its input is often a
+    # reducto:// upload or presigned URL that has expired by the time a job is reprocessed.
     cannot_resubmit = (
-        "reducto: neither the webhook nor GET /job/{{id}} carries the document input (a URL or "
-        "a reducto:// upload that expires), so the pipeline that submitted it must submit again"
+        "reducto: the webhook carries no document input and GET /job/{{id}} at most an optional "
+        "raw_config whose input (a reducto:// upload or presigned URL) may have expired, so the "
+        "pipeline that submitted it must submit the document again"
     )
 
     def parse_webhook(
