@@ -15,7 +15,7 @@ import structlog
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.admin import bulk, export, longpoll, sse
+from receiver.admin import bulk, export, longpoll, reprocess, sse
 from receiver.admin import jobs as jobroutes
 
 if TYPE_CHECKING:
@@ -73,9 +73,11 @@ def admin_routes(token: Secret | None) -> list[Route]:
         ("/jobs/stats", jobroutes.job_stats, "GET"),
         ("/jobs/export", export.export_jobs, "GET"),
         ("/jobs/replay", bulk.replay_jobs, "POST"),
+        ("/jobs/reprocess", reprocess.reprocess_jobs, "POST"),
         ("/jobs/{source}/{job_id}", jobroutes.show_job, "GET"),
         ("/jobs/{source}/{job_id}/wait", longpoll.wait, "GET"),
         ("/jobs/{source}/{job_id}/replay", jobroutes.replay_job, "POST"),
+        ("/jobs/{source}/{job_id}/reprocess", reprocess.reprocess_job, "POST"),
         ("/events", sse.events, "GET"),
     ]
     return [

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         JobKey,
         JobListing,
         JobStats,
+        ReprocessRow,
     )
 
 
@@ -147,12 +148,23 @@ async def job_detail(store: Store, source: str, job_id: str) -> dict[str, Any] |
     if not found:
         return None
     completion = await store.completion_for(source, job_id)
+    job = listing_doc(found[0])
+    link = await store.reprocess_of(source, job_id)
+    origin = await store.reprocessed_from(source, job_id)
+    job["reprocessed_as"] = reprocess_doc(link, link.new_job_id) if link is not None else None
+    job["reprocessed_from"] = reprocess_doc(origin, origin.job_id) if origin is not None else None
     return {
-        "job": listing_doc(found[0]),
+        "job": job,
         "deliveries": [delivery_doc(d) for d in await store.deliveries_for(source, job_id)],
         "completion": completion_doc(completion) if completion is not None else None,
         "dispatches": [dispatch_doc(d) for d in await store.dispatches_for(source, job_id)],
     }
+
+
+def reprocess_doc(link: ReprocessRow, job_id: str | None) -> dict[str, Any]:
+    """One end of a reprocess link: the other job, and how its submission went."""
+    return {"source": link.source, "job_id": job_id, "state": link.state,
+            "attempts": link.attempts, "error": link.error, "at": iso(link.updated_at)}  # fmt: skip
 
 
 def stats_doc(

@@ -37,6 +37,10 @@ class ClientError(Exception):
         self.exit_code = exit_code
 
 
+REPROCESS_TIMEOUT = httpx.Timeout(30.0, read=600.0)
+"""A reprocess call waits for the provider's rate budget, one submission after another."""
+
+
 class ServiceClient:
     """The admin API of a running jobhook."""
 
@@ -116,6 +120,19 @@ class ServiceClient:
     def replay_matching(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /jobs/replay``: one call of a bulk replay (or its dry run)."""
         data: dict[str, Any] = self._call("POST", "/jobs/replay", json=body).json()
+        return data
+
+    def reprocess(self, source: str, job_id: str, force: bool) -> dict[str, Any]:
+        """``POST /jobs/{source}/{job_id}/reprocess``: submit one job again at its provider."""
+        path = _job_path(source, job_id) + "/reprocess"
+        data: dict[str, Any] = self._call("POST", path, json={"force": force},
+                                          timeout=REPROCESS_TIMEOUT).json()  # fmt: skip
+        return data
+
+    def reprocess_matching(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /jobs/reprocess``: one call of a bulk reprocess (or its dry run)."""
+        response = self._call("POST", "/jobs/reprocess", json=body, timeout=REPROCESS_TIMEOUT)
+        data: dict[str, Any] = response.json()
         return data
 
     def wait(self, source: str, job_id: str, seconds: float) -> dict[str, Any]:

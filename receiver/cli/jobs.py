@@ -21,6 +21,7 @@ import click
 from receiver.admin.query import DEFAULT_LIMIT, MAX_LIMIT, PERIODS
 from receiver.cli import render as cli_render
 from receiver.cli.client import ClientError, ServiceClient, StoreReader
+from receiver.cli.lazy import LazyGroup
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -115,7 +116,7 @@ def _emit(doc: Any, as_json: bool, render: Callable[[Any], None]) -> None:
         render(doc)
 
 
-@click.group()
+@click.group(cls=LazyGroup, lazy={"reprocess": "receiver.cli.reprocess:reprocess"})
 def jobs() -> None:
     """Look at jobs: list, show, stats, export."""
 

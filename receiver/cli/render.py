@@ -83,6 +83,16 @@ def job_table(page: dict[str, Any]) -> None:
         console.print(f"more: --cursor {page['next_cursor']}")
 
 
+def _link(link: dict[str, Any] | None) -> str:
+    """One end of a reprocess link: the other job, or how its submission is going."""
+    if not link:
+        return ""
+    if link["job_id"]:
+        note = "" if link["state"] == "submitted" else f" ({link['state']})"
+        return f"{link['source']}/{link['job_id']}{note}"
+    return str(link["state"]) + (f": {link['error']}" if link["error"] else "")
+
+
 def job_detail(detail: dict[str, Any]) -> None:
     """``jobs show``: the job's fields, then its deliveries and dispatches."""
     job, completion = detail["job"], detail["completion"]
@@ -100,6 +110,8 @@ def job_detail(detail: dict[str, Any]) -> None:
         ("confidence", _text(job["confidence"])),
         ("metadata", ", ".join(f"{k}={v}" for k, v in job["metadata"].items())),
         ("error code", _text(job.get("error_code"))),
+        ("reprocessed from", _link(job.get("reprocessed_from"))),
+        ("reprocessed as", _link(job.get("reprocessed_as"))),
         ("error", _text(job["error"])),
         ("completion", "" if completion is None else completion["phase"]),
         ("result", "" if not result else

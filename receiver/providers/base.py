@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from receiver.models import Via
     from receiver.providers.mapping import GenericSettings
 
-__all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef"]
+__all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef", "Submission"]
 
 log = structlog.get_logger(__name__)
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -41,6 +41,14 @@ class JobStatus:
     error_code: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """A new job to create at the provider: ``POST`` ``body`` (JSON) to ``path``."""
+
+    path: str
+    body: dict[str, Any]
+
+
 class Provider:
     """Base adapter: subclasses set the attributes and override the parsers."""
 
@@ -49,6 +57,8 @@ class Provider:
     webhook_has_result: bool = False
     auth_header: str = "Authorization"
     auth_scheme: str = "Bearer "
+    cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
+    """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
 
     @classmethod
     def from_settings(
@@ -92,6 +102,15 @@ class Provider:
     def parse_list(self, body: Any) -> tuple[list[ListedJob], str | None]:
         """One page of the list endpoint: (job id, status word) pairs and the next cursor."""
         raise NotImplementedError(f"{self.name} has no list endpoint")
+
+    def resubmission(self, body: Any, *, job_id: str, metadata: dict[str, Any]) -> Submission | str:
+        """From the job API's answer about a finished job, the submission that runs it again
+        with ``metadata``; or the reason it cannot (naming the provider and what is missing)."""
+        return (self.cannot_resubmit or "{name}: cannot resubmit").format(name=self.name)
+
+    def submitted_job_id(self, body: Any) -> str:
+        """The new job's id in a submission's answer; ProviderError when it has none."""
+        raise NotImplementedError
 
     def retry_hint(self, body: Any) -> float | None:
         """Seconds to wait, when an error body (429, 503) says so; None otherwise."""

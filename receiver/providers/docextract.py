@@ -10,6 +10,7 @@ from receiver.providers.base import (
     JobStatus,
     Provider,
     ResultRef,
+    Submission,
     describe_error,
     error_code,
     job_segment,
@@ -50,6 +51,7 @@ class DocExtract(Provider):
         "failed": State.FAILED,
     }
     webhook_has_result = False
+    cannot_resubmit = None
 
     def parse_webhook(
         self, body: Any, *, source: str, message_id: str | None, via: Via = "webhook"
@@ -92,6 +94,26 @@ class DocExtract(Provider):
             error=describe_error(body.get("error_details")),
             error_code=error_code(body.get("error_details")),
         )
+
+    def resubmission(self, body: Any, *, job_id: str, metadata: dict[str, Any]) -> Submission | str:
+        # Seed 003's reprocessing: a document keeps its source URL and extractor, so the same
+        # POST /v1/documents that made it makes a new job (the old one stays as it was).
+        if not isinstance(body, dict):
+            return f"docextract: document {job_id}: the job API answered no document"
+        missing = [k for k in ("document_url", "extractor_id") if not isinstance(body.get(k), str)
+                   or not body[k]]  # fmt: skip
+        if missing:
+            return f"docextract: document {job_id} has no {' or '.join(missing)} to submit again"
+        fields = {"document_url": body["document_url"], "extractor_id": body["extractor_id"]}
+        if isinstance(body.get("mime_type"), str):
+            fields["mime_type"] = body["mime_type"]
+        return Submission("/v1/documents", {**fields, "metadata": metadata})
+
+    def submitted_job_id(self, body: Any) -> str:
+        if not isinstance(body, dict) or not isinstance(body.get("id"), str) or not body["id"]:
+            raise ProviderError("docextract submission: the answer has no document id")
+        job_id: str = body["id"]
+        return job_id
 
     def list_path(self, *, cursor: str | None = None, status: str | None = None) -> str | None:
         return with_query(

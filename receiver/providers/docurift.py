@@ -36,6 +36,10 @@ class DocuRift(Provider):
     webhook_has_result = False
     auth_header = "X-API-Key"
     auth_scheme = ""
+    cannot_resubmit = (
+        "docurift: neither the webhook (documentId, fileName) nor GET /v1/documents/{{id}} "
+        "returns the document's file or URL, so it cannot be submitted again"
+    )
 
     def parse_webhook(
         self, body: Any, *, source: str, message_id: str | None, via: Via = "webhook"

@@ -14,6 +14,7 @@ from receiver.errors import ProviderError
 
 if TYPE_CHECKING:
     from receiver.providers import JobStatus, ListedJob, Provider
+    from receiver.providers.base import Submission
     from receiver.providers.ratelimit import RateLimiter
     from receiver.secret import Secret
 
@@ -22,6 +23,14 @@ log = structlog.get_logger(__name__)
 
 class JobNotFoundError(ProviderError):
     """The provider does not know the job (never existed, or purged): asking again won't help."""
+
+
+class SubmissionUnknownError(ProviderError):
+    """A submission timed out: the provider may or may not have created the job."""
+
+
+class SubmissionRejectedError(ProviderError):
+    """The provider refused a submission (a 4xx other than 429): sending it again won't help."""
 
 
 class JobAPI:
@@ -56,6 +65,10 @@ class JobAPI:
         body = await self._get(self.provider.job_path(job_id), job_id=job_id, urgent=urgent)
         return self.provider.parse_job(body, source=self.source, job_id=job_id)
 
+    async def job_body(self, job_id: str) -> Any:
+        """The job endpoint's JSON answer as it came (what a resubmission is built from)."""
+        return await self._get(self.provider.job_path(job_id), job_id=job_id)
+
     async def list_jobs(
         self, *, cursor: str | None = None, status: str | None = None
     ) -> tuple[list[ListedJob], str | None] | None:
@@ -65,13 +78,36 @@ class JobAPI:
             return None
         return self.provider.parse_list(await self._get(path, job_id=None))
 
-    async def _get(self, path: str, *, job_id: str | None, urgent: bool = False) -> Any:
+    async def submit(self, submission: Submission) -> str:
+        """Create a job (``POST``), within the same rate budget; its id at the provider.
+
+        ProviderError (with ``retry_after`` for 429/5xx) when it may work later, and
+        SubmissionRejectedError when the provider refused the body.
+        """
+        body = await self._get(submission.path, job_id=None, json_body=submission.body)
+        return self.provider.submitted_job_id(body)
+
+    async def _get(
+        self,
+        path: str,
+        *,
+        job_id: str | None,
+        urgent: bool = False,
+        json_body: dict[str, Any] | None = None,
+    ) -> Any:
         await self.limiter.acquire(urgent=urgent)
         headers = self.provider.auth_headers(self._api_key.reveal())
         try:
-            response = await self._client.get(self._base + path, headers=headers)
+            if json_body is None:
+                response = await self._client.get(self._base + path, headers=headers)
+            else:
+                response = await self._client.post(
+                    self._base + path, headers=headers, json=json_body
+                )
         except httpx.TimeoutException as exc:
             self._count("timeout")
+            if json_body is not None:
+                raise SubmissionUnknownError(f"{self.source}: submission timed out") from exc
             raise ProviderError(f"{self.source}: job API timed out") from exc
         except httpx.TransportError as exc:
             self._count("error")
@@ -91,6 +127,10 @@ class JobAPI:
             )
         if response.status_code == 404 and job_id is not None:
             raise JobNotFoundError(f"{self.source}: job {job_id!r} not found")
+        if json_body is not None and response.status_code >= 400:
+            raise SubmissionRejectedError(
+                f"{self.source}: submission refused with {response.status_code}"
+            )
         if response.status_code >= 400:
             raise ProviderError(f"{self.source}: job API answered {response.status_code}")
         body = _json(response)

@@ -44,6 +44,12 @@ class Knowhere(Provider):
         "failed": State.FAILED,
     }
     webhook_has_result = False
+    # GET /v2/jobs/{id} (the SDK's JobResult) keeps source_type and file_name, never the
+    # source_url, and a file job needs its bytes uploaded again.
+    cannot_resubmit = (
+        "knowhere: GET /v2/jobs/{{id}} keeps source_type and file_name but not the source URL "
+        "or the file, so the job cannot be submitted again from what the API returns"
+    )
 
     def __init__(self, api_version: str = "v2") -> None:
         if api_version not in API_VERSIONS:

@@ -37,6 +37,14 @@ class Reducto(Provider):
         "Cancelled": State.CANCELLED,
     }
     webhook_has_result = False
+    # The webhook is {status, job_id, metadata}; GET /job/{id} may echo the request as the
+    # optional raw_config text (the SDK's EnhancedAsyncJobResponse), but its input is often a
+    # reducto:// upload or presigned URL that has expired by the time a job is reprocessed.
+    cannot_resubmit = (
+        "reducto: the webhook carries no document input and GET /job/{{id}} at most an optional "
+        "raw_config whose input (a reducto:// upload or presigned URL) may have expired, so the "
+        "pipeline that submitted it must submit the document again"
+    )
 
     def parse_webhook(
         self, body: Any, *, source: str, message_id: str | None, via: Via = "webhook"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.admin import bulk
+from receiver.admin import bulk, reprocess
 from receiver.admin.jobs import ReplayRequest, TrackRequest
 from receiver.admin.query import MAX_LIMIT, PERIODS
 from receiver.models import State
@@ -111,7 +111,11 @@ SCHEMAS: Json = {
         "expected_pages": _nullable("integer"), "created_at": {"type": "string"},
         "updated_at": {"type": "string"}, "terminal_at": _nullable("string"),
         "processing_seconds": _nullable("number"), "confidence": _nullable("number"),
-        "result": _ref("Result")}},
+        "result": _ref("Result"), "reprocessed_as": _ref("ReprocessLink"),
+        "reprocessed_from": _ref("ReprocessLink")}},
+    "ReprocessLink": {"type": "object", "nullable": True, "properties": {
+        "source": {"type": "string"}, "job_id": _nullable("string"), "state": {"type": "string"},
+        "attempts": {"type": "integer"}, "error": _nullable("string"), "at": {"type": "string"}}},
     "JobPage": {"type": "object", "required": ["jobs", "next_cursor"], "properties": {
         "jobs": {"type": "array", "items": _ref("Job")}, "next_cursor": _nullable("string")}},
     "JobDetail": {"type": "object", "required": ["job", "deliveries", "completion", "dispatches"],
@@ -139,7 +143,8 @@ SCHEMAS: Json = {
             "count": {"type": "integer"}, "avg": _nullable("number"),
             "p50": _nullable("number"), "p95": _nullable("number")}},
         "handler_failures": {"type": "object"}}},
-    **model_schemas(TrackRequest, ReplayRequest),  # request bodies: as the routes validate them
+    **model_schemas(TrackRequest, ReplayRequest, reprocess.BulkReprocessRequest,
+                    reprocess.OneReprocessRequest),  # request bodies: as the routes validate them
 }
 
 OPERATIONS: dict[tuple[str, str], Json] = {
@@ -234,6 +239,8 @@ OPERATIONS: dict[tuple[str, str], Json] = {
     ("/jobs/replay", "post"): {**bulk.OPERATION, "responses": {
         "200": _json({"type": "object"}, "{dry_run, count}, or {replay_id, requeued, next_cursor}"),
         "400": _ERROR, "413": _ERROR, **_AUTH}},
+    **{key: {**op, "responses": {**op["responses"], **_AUTH}}
+       for key, op in reprocess.OPERATIONS.items()},
     ("/events", "get"): {
         "summary": "Completions as server-sent events, resumable with Last-Event-ID",
         "parameters": [

@@ -23,6 +23,7 @@ from receiver.pipeline.dispatcher import Dispatcher
 from receiver.pipeline.drain import DrainWatch
 from receiver.pipeline.fetch import ResultFetcher
 from receiver.pipeline.heartbeat import Heartbeat
+from receiver.pipeline.reprocess import Reprocessor
 from receiver.pipeline.resolver import Resolver
 from receiver.providers import get_provider
 from receiver.providers.jobapi import JobAPI
@@ -161,6 +162,10 @@ class Runtime:
                 on_finished=self._finished,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
+            providers = {name: get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version)
+                         for name, cfg in settings.sources.items()}  # fmt: skip
+            self.reprocessor = Reprocessor(self.store, dict(self.apis), providers,
+                                           self.ingestor.ingest, owner=self.owner)  # fmt: skip
             self.drain = DrainWatch(
                 self.store, dict(self.apis), settings.dispatch.confirmation_drain_seconds
             )

@@ -66,6 +66,8 @@ class Job:
     webhook_url: str | None = None
     """Where this job's webhooks go, when its submission named a URL (else the simulator's)."""
     webhook_mode: WebhookMode = "svix"
+    document: str | None = None
+    """The document a submission named (its URL), when one did."""
 
     @property
     def blob_id(self) -> str:
@@ -128,6 +130,7 @@ class JobBook:
         kind: str = "",
         webhook_url: str | None = None,
         webhook_mode: WebhookMode = "svix",
+        document: str | None = None,
     ) -> list[Job]:
         """Start ``count`` identical jobs now; their ids come from the seeded generator."""
         now = self.clock.time()
@@ -152,6 +155,7 @@ class JobBook:
                 kind=kind,
                 webhook_url=webhook_url,
                 webhook_mode=webhook_mode,
+                document=document,
             )
             self._jobs[job.id] = job
             self._blobs[job.blob_id] = job

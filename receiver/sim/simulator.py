@@ -141,6 +141,7 @@ class Simulator:
         kind: str = "",
         webhook_url: str | None = None,
         webhook_mode: WebhookMode = "svix",
+        document: str | None = None,
     ) -> list[str]:
         """Start ``count`` jobs now; ValueError when this provider cannot return ``result``
         or does not document ``error_code``."""
@@ -165,8 +166,16 @@ class Simulator:
             kind=kind,
             webhook_url=webhook_url,
             webhook_mode=webhook_mode,
+            document=document,
         )
         return [job.id for job in made]
+
+    def last_job_of(self, document: str) -> Job | None:
+        """The newest job of ``document`` (a submission's URL), if there is one."""
+        for job in reversed(self.jobs.all()):
+            if self.shape.document_of(job) == document:
+                return job
+        return None
 
     @property
     def signs(self) -> bool:

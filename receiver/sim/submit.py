@@ -26,8 +26,16 @@ async def submit(request: Request, sim: Simulator) -> tuple[Response, Reason]:
     asked = sim.shape.read_submission(request.url.path, body)
     if asked.webhook_url is not None and asked.webhook_mode == "svix" and not sim.signs:
         raise QueryError("this simulator has no webhook secret to sign with (--secret)")
+    # A document submitted again fails again unless its last failure was a transient one.
+    previous = sim.last_job_of(asked.document) if asked.document is not None else None
+    repeat = previous is not None and previous.outcome == "failed"
+    code = previous.error_code if previous is not None and repeat else None
+    again = repeat and (code or next(iter(sim.shape.failures))) not in sim.shape.transient
     (job_id,) = sim.create_jobs(
         1,
+        outcome="failed" if again else "succeeded",
+        error_code=code if again else None,
+        document=asked.document,
         metadata=asked.metadata,
         kind=asked.kind,
         webhook_url=asked.webhook_url,

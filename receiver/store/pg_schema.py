@@ -163,6 +163,23 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         updated_at      double precision NOT NULL
     );
     """,
+    # 7: SQLite's 9 (issue 21, reprocess; the brief's numbers, renumbered at merge): one link
+    # per finished job submitted again at its provider, claimed before the POST.
+    """
+    CREATE TABLE reprocesses (
+        source          text NOT NULL,
+        job_id          text NOT NULL,
+        state           text NOT NULL,
+        new_job_id      text,
+        attempts        integer NOT NULL,
+        error           text,
+        owner           text,
+        created_at      double precision NOT NULL,
+        updated_at      double precision NOT NULL,
+        PRIMARY KEY (source, job_id)
+    );
+    CREATE INDEX reprocesses_new ON reprocesses (source, new_job_id);
+    """,
 )
 
 

@@ -17,6 +17,7 @@ from receiver.store.bulk import PostgresBulk
 from receiver.store.circuit_stores import PostgresCircuits, pg_probes
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
+from receiver.store.reprocesses import PostgresReprocesses
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 _n = pg_sql.numbered
 
 
-class PostgresStore(PostgresBulk, PostgresCircuits, Store):
+class PostgresStore(PostgresBulk, PostgresCircuits, PostgresReprocesses, Store):
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(

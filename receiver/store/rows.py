@@ -83,6 +83,21 @@ class Resolution:
 
 
 @dataclass(frozen=True, slots=True)
+class ReprocessRow:
+    """A finished job submitted again at its provider: the claim, then the new job's id."""
+
+    source: str
+    job_id: str
+    state: str
+    """``submitting``, ``submitted`` or ``failed`` (claimable again)."""
+    new_job_id: str | None
+    attempts: int
+    error: str | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class DeliveryRow:
     """One webhook delivery of a job, as first received (a resend of it is not a new row)."""
 

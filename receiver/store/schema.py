@@ -129,4 +129,21 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         updated_at      REAL NOT NULL
     );
     """,
+    # 9 (issue 21, reprocess; the brief's number, renumbered at merge): one link per finished job
+    # submitted again at its provider, claimed before the POST so it is never sent twice.
+    """
+    CREATE TABLE reprocesses (
+        source          TEXT NOT NULL,
+        job_id          TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        new_job_id      TEXT,
+        attempts        INTEGER NOT NULL,
+        error           TEXT,
+        owner           TEXT,
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL,
+        PRIMARY KEY (source, job_id)
+    );
+    CREATE INDEX reprocesses_new ON reprocesses (source, new_job_id);
+    """,
 )

@@ -22,6 +22,7 @@ from receiver.store.base import Store
 from receiver.store.bulk import SQLiteBulk
 from receiver.store.circuit_stores import SQLiteCircuits
 from receiver.store.ownership import StoreLock
+from receiver.store.reprocesses import SQLiteReprocesses
 from receiver.store.schema import SQLITE_MIGRATIONS
 from receiver.store.sqlite_commit import OFFLOAD_AT, GroupCommit
 from receiver.store.writer import PRAGMAS
@@ -49,7 +50,7 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
-class SQLiteStore(SQLiteBulk, SQLiteCircuits, Store):
+class SQLiteStore(SQLiteBulk, SQLiteCircuits, SQLiteReprocesses, Store):
     """SQLite through aiosqlite: the default, for one process."""
 
     def __init__(self, path: Path, *, batch_max: int = 512, offload_at: int = OFFLOAD_AT) -> None:

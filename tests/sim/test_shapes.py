@@ -97,7 +97,12 @@ async def test_failed_job_ends_with_the_fixture_failure_body(provider: str) -> N
     assert _sequence(provider, bodies) == FAILURE[provider]
     # Reducto's answer is the SDK's (reductoai 0.25.0): the guide's, plus the error object.
     sample = "job_failed_sdk" if provider == "reducto" else "job_failed"
-    assert shape_of(bodies[-1]) == shape_of(fixture(provider)[sample])
+    expected = dict(fixture(provider)[sample])
+    if provider == "docextract":
+        # The sample is trimmed; a document keeps its source and extractor (DESIGN.md), which
+        # is what reprocessing submits again.
+        expected.update({"extractor_id": "", "document_url": "", "mime_type": ""})
+    assert shape_of(bodies[-1]) == shape_of(expected)
 
 
 async def test_reducto_url_result_has_the_fixture_url_shape() -> None:

@@ -29,6 +29,8 @@ class Submission:
     kind: str = ""
     webhook_url: str | None = None
     webhook_mode: WebhookMode = "svix"
+    document: str | None = None
+    """The document's URL, where the submission names one."""
 
 
 def json_object(body: Any, what: str = "the body") -> dict[str, Any]:
@@ -109,6 +111,12 @@ class Shape:
     cancel_route: ClassVar[str | None] = None
     cancelled: ClassVar[Phase | None] = None
     """The documented error codes of a failed job and their messages; the first is the default."""
+    transient: ClassVar[frozenset[str]] = frozenset()
+    """Failure codes a new submission of the same document does not repeat (the others do)."""
+
+    def document_of(self, job: Job) -> str | None:
+        """The document a job processes, as a resubmission names it."""
+        return job.document
 
     def failure(self, job: Job) -> tuple[str, str]:
         """A failed job's (error code, message)."""

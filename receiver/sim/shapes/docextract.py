@@ -56,7 +56,14 @@ class DocExtract(Shape):
     failures = {
         "extraction_failed": "No text layer",
         "unsupported_format": "The document's format is not supported",
+        "processing_timeout": "Processing timed out; submit the document again",
     }
+    # The simulator's transient class: the document is fine, a new job of it succeeds. The
+    # first two are the document's own fault, so a new job of it fails the same way.
+    transient = frozenset({"processing_timeout"})
+
+    def document_of(self, job: Job) -> str | None:
+        return job.document or f"https://files.docextract.example/{job.id}.pdf"
 
     def read_submission(self, path: str, body: Any) -> Submission:
         # POST /v1/documents, as the guide's reprocessing describes it.
@@ -66,7 +73,7 @@ class DocExtract(Shape):
                 raise QueryError(f"{name} is required")
         metadata = json_object(body.get("metadata") or {}, "metadata")
         url = webhook_url(body.get("webhook_url"), "webhook_url")
-        return Submission(metadata, "document", url)
+        return Submission(metadata, "document", url, document=body["document_url"])
 
     def submitted_body(self, job: Job, snap: Snapshot) -> dict[str, Any]:
         return {"id": job.id, "extractor_id": EXTRACTOR, "status": snap.phase.word,
@@ -78,7 +85,10 @@ class DocExtract(Shape):
         if status == "failed":
             code, message = self.failure(job)
             error = {"code": code, "message": message}
-            return {"id": job.id, "status": status, "error_details": error, "created_at": created}
+            # A document keeps its source and extractor (the guide's reprocessing reads them).
+            return {"id": job.id, "extractor_id": EXTRACTOR, "status": status,
+                    "document_url": self.document_of(job), "mime_type": "application/pdf",
+                    "error_details": error, "created_at": created}  # fmt: skip
         body: dict[str, Any] = {
             "id": job.id,
             "extractor_id": EXTRACTOR,
@@ -91,7 +101,7 @@ class DocExtract(Shape):
             total = 1000.0 + 10 * job.pages
             body.update(
                 org_id="org_sim",
-                document_url=f"https://files.docextract.example/{job.id}.pdf",
+                document_url=self.document_of(job),
                 mime_type="application/pdf",
                 file_size_bytes=16_000 * job.pages,
                 extracted_data={"invoice_number": str(1000 + job.number), "total": total},
