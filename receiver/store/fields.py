@@ -1,0 +1,127 @@
+"""The statements behind per-field confidence: ``job_fields`` rows, their stats, their filter.
+
+A resolved completion's extracted fields are rows of ``job_fields`` (completion, field,
+confidence, value), written with the resolution in one transaction, with the job's source and
+creation time copied so the stats read one table. The SQL is what SQLite and PostgreSQL both
+speak (window functions, CASE sums); PostgreSQL's copies are renumbered in ``field_stores``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.store.rows import FieldStat, FieldStats, FieldValue
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+    from receiver.store.rows import JobFilter
+
+MAX_STATS_ROWS = 500
+"""At most this many (source, field) pairs in the stats, the least confident first."""
+
+INSERT_FIELD = """
+INSERT INTO job_fields (completion_id, field, source, created_at, confidence, value)
+SELECT c.id, ?, c.source, j.created_at, ?, ?
+FROM completions c JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+WHERE c.id = ?
+ON CONFLICT (completion_id, field) DO UPDATE
+SET confidence = excluded.confidence, value = excluded.value
+"""
+DELETE_FIELDS = "DELETE FROM job_fields WHERE completion_id = ?"
+
+FIELDS_FOR = """
+SELECT f.field, f.confidence, f.value FROM job_fields f
+JOIN completions c ON c.id = f.completion_id
+WHERE c.source = ? AND c.job_id = ? ORDER BY f.field
+"""
+
+AVG_CONFIDENCE = """
+SELECT avg(c.confidence) FROM jobs j
+JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+WHERE j.created_at >= ? AND c.confidence IS NOT NULL
+"""
+
+# Each value's rank within its (source, field), lowest first: the 10th percentile (nearest
+# rank) is the lowest value whose rank is at least ceil(n / 10), i.e. rank * 10 >= n. One pass
+# over the period's rows (index job_fields_created), one sort, no row leaves the database.
+_FIELD_STATS = """
+WITH ranked AS (
+    SELECT source, field, confidence,
+           row_number() OVER (PARTITION BY source, field ORDER BY confidence) AS rank,
+           count(*) OVER (PARTITION BY source, field) AS n
+    FROM job_fields WHERE created_at >= ? AND confidence IS NOT NULL)
+SELECT source, field, count(*), avg(confidence),
+       min(CASE WHEN rank * 10 >= n THEN confidence END),
+       sum(CASE WHEN confidence < {threshold} THEN 1 ELSE 0 END), {threshold}
+FROM ranked GROUP BY source, field
+ORDER BY avg(confidence), source, field LIMIT ?
+"""
+
+# Jobs whose result holds a field (at or below a confidence): a semi-join the planner can
+# serve from the (field, confidence) index.
+FIELD_HOLDS = "c.id IN (SELECT completion_id FROM job_fields WHERE field = ?)"
+FIELD_AT_MOST = "c.id IN (SELECT completion_id FROM job_fields WHERE field = ? AND confidence <= ?)"
+
+
+def field_clause(where: JobFilter) -> tuple[str, list[Any]] | None:
+    """The ``field`` / ``max_confidence`` filter as one SQL condition, or None."""
+    if where.field is None:
+        return None
+    if where.max_confidence is None:
+        return FIELD_HOLDS, [where.field]
+    return FIELD_AT_MOST, [where.field, where.max_confidence]
+
+
+def insert_rows(completion_id: int, fields: Sequence[FieldValue]) -> list[tuple[Any, ...]]:
+    return [(f.field, f.confidence, f.value, completion_id) for f in fields]
+
+
+def field_stats_query(
+    since: float, thresholds: Mapping[str, float], default: float
+) -> tuple[str, list[Any]]:
+    """The stats SELECT with each source's threshold as a CASE over ``source``."""
+    params: list[Any] = [since]
+    case = "CASE source"
+    for source, value in sorted(thresholds.items()):
+        case += " WHEN ? THEN CAST(? AS double precision)"
+        params += [source, value]
+    case += " ELSE CAST(? AS double precision) END"
+    params.append(default)
+    # The CASE appears twice (the comparison, then the answer): its values twice too.
+    params += params[1:]
+    query = _FIELD_STATS.format(threshold=case)
+    return query, [*params, MAX_STATS_ROWS]
+
+
+async def field_stats(
+    read: Callable[[str, Sequence[Any]], Awaitable[list[Any]]],
+    since: float,
+    thresholds: Mapping[str, float],
+    default: float,
+) -> FieldStats:
+    ((avg,),) = await read(AVG_CONFIDENCE, (since,))
+    query, params = field_stats_query(since, thresholds, default)
+    rows = await read(query, params)
+    return FieldStats(
+        avg_confidence=None if avg is None else float(avg),
+        fields=tuple(
+            FieldStat(r[0], r[1], int(r[2]), float(r[3]), float(r[4]), int(r[5]), float(r[6]))
+            for r in rows
+        ),
+    )
+
+
+def fields_of_query(count: int) -> str:
+    """Fields of ``count`` jobs, each given as (source, job_id)."""
+    pairs = ",".join(["(?, ?)"] * count)
+    return f"""SELECT c.source, c.job_id, f.field, f.confidence, f.value FROM job_fields f
+    JOIN completions c ON c.id = f.completion_id
+    WHERE (c.source, c.job_id) IN (VALUES {pairs})"""  # noqa: S608
+
+
+def group_fields(rows: Sequence[Any]) -> dict[tuple[str, str], list[FieldValue]]:
+    found: dict[tuple[str, str], list[FieldValue]] = {}
+    for source, job_id, field, confidence, value in rows:
+        found.setdefault((source, job_id), []).append(FieldValue(field, confidence, value))
+    return found
