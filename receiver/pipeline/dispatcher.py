@@ -72,6 +72,7 @@ class Dispatcher:
         clock: Callable[[], float] = time.time,
         owner: str | None = None,
         on_delivered: Callable[[str, str, float], None] | None = None,
+        on_resolved: Callable[[str, Resolution], None] | None = None,
     ) -> None:
         self.store = store
         self.handlers = dict(handlers)
@@ -85,6 +86,7 @@ class Dispatcher:
         self._wakeup = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._on_delivered = on_delivered
+        self._on_resolved = on_resolved
         self.circuits = Circuits(store, clock)
 
     def wake(self) -> None:
@@ -209,6 +211,8 @@ class Dispatcher:
             )
         await self.store.resolve_completion(row.id, self.owner, resolution)
         bound.info("completion_resolved", bytes=resolution.result_bytes, error=resolution.error)
+        if self._on_resolved is not None:
+            self._on_resolved(row.source, resolution)
         self.wake()
 
     async def _deliver(self, dispatch: DispatchRow, row: CompletionRow) -> None:
