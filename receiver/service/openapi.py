@@ -88,6 +88,9 @@ _FILTERS = [
     _query("min_confidence", {"type": "number"}, "jobs whose least confident field is at least"),
     _query("error_code", {"type": "string"},
            "jobs that failed with this normalised code, or with a dispatch failing with it"),
+    _query("field", {"type": "string"}, "jobs whose result has this extracted field"),
+    _query("max_confidence", {"type": "number"},
+           "with field: jobs whose field's confidence is at most this (the weak extractions)"),
 ]  # fmt: skip
 
 # fmt: off
@@ -111,6 +114,9 @@ SCHEMAS: Json = {
         "expected_pages": _nullable("integer"), "created_at": {"type": "string"},
         "updated_at": {"type": "string"}, "terminal_at": _nullable("string"),
         "processing_seconds": _nullable("number"), "confidence": _nullable("number"),
+        "fields": {"type": "object", "description": "GET /jobs/{source}/{job_id} only: each "
+                   "extracted field's confidence (null when the provider gives none)",
+                   "additionalProperties": _nullable("number")},
         "result": _ref("Result")}},
     "JobPage": {"type": "object", "required": ["jobs", "next_cursor"], "properties": {
         "jobs": {"type": "array", "items": _ref("Job")}, "next_cursor": _nullable("string")}},
@@ -138,7 +144,13 @@ SCHEMAS: Json = {
         "processing_seconds": {"type": "object", "properties": {
             "count": {"type": "integer"}, "avg": _nullable("number"),
             "p50": _nullable("number"), "p95": _nullable("number")}},
-        "handler_failures": {"type": "object"}}},
+        "handler_failures": {"type": "object"},
+        "avg_confidence": _nullable("number"),
+        "fields": {"type": "array", "items": {"type": "object", "properties": {
+            "source": {"type": "string"}, "field": {"type": "string"},
+            "count": {"type": "integer"}, "mean": {"type": "number"},
+            "p10": {"type": "number"}, "below": {"type": "number"},
+            "threshold": {"type": "number"}}}}}},
     **model_schemas(TrackRequest, ReplayRequest),  # request bodies: as the routes validate them
 }
 
@@ -205,7 +217,10 @@ OPERATIONS: dict[tuple[str, str], Json] = {
                        _query("format", {"type": "string", "enum": ["csv", "jsonl"]},
                               "jsonl (default) or csv"),
                        _query("include_result", {"type": "boolean"},
-                              "jsonl: add result_data, the stored result when it is JSON")],
+                              "jsonl: add result_data, the stored result when it is JSON"),
+                       _query("fields", {"type": "string"},
+                              "csv: the extracted fields to add as columns, comma-separated "
+                              "(default: every field the matching jobs have, at most 100)")],
         "responses": {"200": {"description": "the export", "content": {
             "text/csv": {}, "application/x-ndjson": {}}}, "400": _ERROR, **_AUTH},
     },
