@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from receiver.completion import Handler
     from receiver.config.settings import Settings
     from receiver.ops.metrics import Metrics
+    from receiver.store import Resolution
 
 log = structlog.get_logger(__name__)
 
@@ -127,6 +128,7 @@ class Runtime:
                 lease_seconds=settings.dispatch.lease_seconds,
                 owner=self.owner,
                 on_delivered=self._delivered,
+                on_resolved=self._resolved,
             )
             self.heartbeat = Heartbeat(
                 self.store,
@@ -193,6 +195,10 @@ class Runtime:
             bytes_fetched=fetcher.bytes_fetched if fetcher is not None else 0,
             events=dict(ingestor.counts) if ingestor is not None else {},
         )
+
+    def _resolved(self, source: str, resolution: Resolution) -> None:
+        if self.metrics is not None and resolution.error is None:
+            self.metrics.confidence.observe(source, resolution.fields)
 
     def _delivered(self, handler: str, outcome: str, seconds: float) -> None:
         if self.metrics is not None:
