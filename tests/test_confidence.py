@@ -1,4 +1,4 @@
-"""Per-field confidence end to end: the DocExtract simulator, the real app on each store, signed
+"""Per-field confidence end to end: the DocExtract (and Reducto) simulator, the real app on each store, signed
 webhooks; then the stats' fields, the weak-field filter, the job's fields, the export's columns,
 bulk replay's filter, the metric and the CLI.
 
@@ -24,7 +24,7 @@ from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
 from tests.adminsupport import AUTH, TOKEN
 from tests.services import postgres_database
-from tests.support import SECRET, live_server, signed_headers
+from tests.support import SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -144,3 +144,36 @@ def _cli_reads_the_same(config: Path, weak: str) -> None:
     refused = CliRunner().invoke(main, ["jobs", "ls", "--max-confidence", "0.8"], env=env)
     assert refused.exit_code == 2
     assert "max_confidence needs field" in refused.output
+
+
+async def test_reducto_block_words_become_weak_block_types_end_to_end(tmp_path: Path) -> None:
+    simulator = Simulator("reducto", api_key=API_KEY, duration=0.0)
+    async with live_server(build_app(simulator)) as sim_url:
+        job_ids = simulator.create_jobs(JOBS, result="inline")
+        config = tmp_path / "jobhook.toml"
+        config.write_text(
+            f'data_dir = "{tmp_path / "data"}"\n[server]\nadmin_token = "{TOKEN}"\n'
+            f'[sources.reducto]\nprovider = "reducto"\nsecrets = ["{SECRET}"]\n'
+            f'api_base_url = "{sim_url}"\napi_key = "{API_KEY}"\n'
+            f'[[handlers]]\nname = "files"\ntype = "file"\ndir = "{tmp_path / "out"}"\n'
+        )
+        app = create_app(load_settings(config, environ={}))
+        async with live_server(app) as url, httpx.AsyncClient(base_url=url, headers=AUTH) as c:
+            for n, job_id in enumerate(job_ids):
+                body = reducto_body(job_id)
+                answer = await c.post(
+                    "/webhooks/reducto", content=body, headers=signed_headers(body, msg_id=f"m{n}")
+                )
+                assert answer.json()["status"] == "accepted"
+            for _ in range(400):
+                if all((tmp_path / "out" / "reducto" / f"{j}.json").exists() for j in job_ids):
+                    break
+                await asyncio.sleep(0.05)
+            detail = (await c.get(f"/jobs/reducto/{job_ids[3]}")).json()
+            weak = await c.get("/jobs", params={"field": "Table", "max_confidence": "0.8"})
+            stats = (await c.get("/jobs/stats")).json()
+    assert detail["job"]["fields"] == {"Table": 0.5, "Text": 0.95}  # "low", "high"
+    assert detail["job"]["confidence"] == 0.5  # the least confident block type
+    assert [j["job_id"] for j in weak.json()["jobs"]] == [job_ids[3]]
+    (table,) = [f for f in stats["fields"] if f["field"] == "Table"]
+    assert (table["count"], table["below"], table["threshold"]) == (4, 0.25, 0.8)
