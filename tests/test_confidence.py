@@ -1,6 +1,6 @@
-"""Per-field confidence end to end: the DocExtract (and Reducto) simulator, the real app on each store, signed
-webhooks; then the stats' fields, the weak-field filter, the job's fields, the export's columns,
-bulk replay's filter, the metric and the CLI.
+"""Per-field confidence end to end: the DocExtract (and Reducto) simulator, the real app on each
+store, signed webhooks; then the stats' fields, the weak-field filter, the job's fields, the
+export's columns, bulk replay's filter, the metric and the CLI.
 
 Simulated jobs 0-2 extract ``total`` at 0.91, job 3 at 0.62 (under the source's 0.85 alert);
 ``invoice_number`` is 0.98 on every job.

@@ -26,11 +26,13 @@ MAX_JOBS_PER_READ = 500
 def field_names_query(where: JobFilter, limit: int) -> tuple[str, list[Any]]:
     """The distinct fields of the jobs ``where`` selects, alphabetical, at most ``limit``."""
     clauses, params = queries.job_clauses(where)
-    where_sql = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    query = f"""SELECT DISTINCT f.field FROM job_fields f
-    JOIN completions c ON c.id = f.completion_id
-    JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
-    {where_sql} ORDER BY f.field LIMIT ?"""  # noqa: S608
+    if not clauses:
+        return fields.NAMES_OF_ALL, [limit]
+    # The matching completions first, then their fields by primary key: a join driven from
+    # job_fields would look up a job for every field row of the store.
+    query = f"""SELECT DISTINCT field FROM job_fields WHERE completion_id IN (
+        SELECT c.id FROM jobs j JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+        WHERE {" AND ".join(clauses)}) ORDER BY field LIMIT ?"""  # noqa: S608
     return query, [*params, limit]
 
 

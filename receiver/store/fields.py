@@ -8,6 +8,7 @@ speak (window functions, CASE sums); PostgreSQL's copies are renumbered in ``fie
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from receiver.store.rows import FieldStat, FieldStats, FieldValue
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 MAX_STATS_ROWS = 500
 """At most this many (source, field) pairs in the stats, the least confident first."""
+NAMES_OF_ALL = "SELECT DISTINCT field FROM job_fields ORDER BY field LIMIT ?"
 
 INSERT_FIELD = """
 INSERT INTO job_fields (completion_id, field, source, created_at, confidence, value)
@@ -42,21 +44,16 @@ JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
 WHERE j.created_at >= ? AND c.confidence IS NOT NULL
 """
 
-# Each value's rank within its (source, field), lowest first: the 10th percentile (nearest
-# rank) is the lowest value whose rank is at least ceil(n / 10), i.e. rank * 10 >= n. One pass
-# over the period's rows (index job_fields_created), one sort, no row leaves the database.
+# One pass over the period's rows (the covering index job_fields_created), grouped by value
+# to 4 decimals: at most 10,001 rows a (source, field) leave the database, whatever the count,
+# with exact counts, sums and below-threshold counts; the percentile is read off the groups.
 _FIELD_STATS = """
-WITH ranked AS (
-    SELECT source, field, confidence,
-           row_number() OVER (PARTITION BY source, field ORDER BY confidence) AS rank,
-           count(*) OVER (PARTITION BY source, field) AS n
-    FROM job_fields WHERE created_at >= ? AND confidence IS NOT NULL)
-SELECT source, field, count(*), avg(confidence),
-       min(CASE WHEN rank * 10 >= n THEN confidence END),
+SELECT source, field, round(confidence * 10000) AS v, count(*), sum(confidence),
        sum(CASE WHEN confidence < {threshold} THEN 1 ELSE 0 END), {threshold}
-FROM ranked GROUP BY source, field
-ORDER BY avg(confidence), source, field LIMIT ?
+FROM job_fields WHERE created_at >= ? AND confidence IS NOT NULL
+GROUP BY source, field, v ORDER BY source, field, v
 """
+SCALE = 10_000.0
 
 # Jobs whose result holds a field (at or below a confidence): a semi-join the planner can
 # serve from the (field, confidence) index.
@@ -81,17 +78,17 @@ def field_stats_query(
     since: float, thresholds: Mapping[str, float], default: float
 ) -> tuple[str, list[Any]]:
     """The stats SELECT with each source's threshold as a CASE over ``source``."""
-    params: list[Any] = [since]
-    case = "CASE source"
-    for source, value in sorted(thresholds.items()):
-        case += " WHEN ? THEN CAST(? AS double precision)"
-        params += [source, value]
-    case += " ELSE CAST(? AS double precision) END"
+    params: list[Any] = []
+    case = "CAST(? AS double precision)"
+    if thresholds:
+        whens = " WHEN ? THEN CAST(? AS double precision)" * len(thresholds)
+        case = f"CASE source{whens} ELSE {case} END"
+        for source, value in sorted(thresholds.items()):
+            params += [source, value]
     params.append(default)
     # The CASE appears twice (the comparison, then the answer): its values twice too.
-    params += params[1:]
     query = _FIELD_STATS.format(threshold=case)
-    return query, [*params, MAX_STATS_ROWS]
+    return query, [*params, *params, since]
 
 
 async def field_stats(
@@ -102,13 +99,36 @@ async def field_stats(
 ) -> FieldStats:
     ((avg,),) = await read(AVG_CONFIDENCE, (since,))
     query, params = field_stats_query(since, thresholds, default)
-    rows = await read(query, params)
+    figures = [
+        _figures(pair, list(rows)) for pair, rows in groupby(await read(query, params), key=_pair)
+    ]
+    figures.sort(key=lambda f: (f.mean, f.source, f.field))
     return FieldStats(
-        avg_confidence=None if avg is None else float(avg),
-        fields=tuple(
-            FieldStat(r[0], r[1], int(r[2]), float(r[3]), float(r[4]), int(r[5]), float(r[6]))
-            for r in rows
-        ),
+        avg_confidence=None if avg is None else float(avg), fields=tuple(figures[:MAX_STATS_ROWS])
+    )
+
+
+def _pair(row: Sequence[Any]) -> tuple[str, str]:
+    return (row[0], row[1])
+
+
+def _figures(pair: tuple[str, str], rows: list[Sequence[Any]]) -> FieldStat:
+    """One field's figures from its value groups (ascending); p10 by nearest rank."""
+    count = sum(int(r[3]) for r in rows)
+    rank, seen, p10 = max(1, (count + 9) // 10), 0, 0.0  # ceil(count / 10), exactly
+    for r in rows:
+        seen += int(r[3])
+        if seen >= rank:
+            p10 = float(r[2]) / SCALE
+            break
+    return FieldStat(
+        source=pair[0],
+        field=pair[1],
+        count=count,
+        mean=sum(float(r[4]) for r in rows) / count,
+        p10=p10,
+        below=sum(int(r[5]) for r in rows),
+        threshold=float(rows[0][6]),
     )
 
 
@@ -117,7 +137,7 @@ def fields_of_query(count: int) -> str:
     pairs = ",".join(["(?, ?)"] * count)
     return f"""SELECT c.source, c.job_id, f.field, f.confidence, f.value FROM job_fields f
     JOIN completions c ON c.id = f.completion_id
-    WHERE (c.source, c.job_id) IN (VALUES {pairs})"""  # noqa: S608
+    WHERE (c.source, c.job_id) IN (VALUES {pairs}) ORDER BY f.field"""  # noqa: S608
 
 
 def group_fields(rows: Sequence[Any]) -> dict[tuple[str, str], list[FieldValue]]:

@@ -174,7 +174,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         value           text,
         PRIMARY KEY (completion_id, field)
     );
-    CREATE INDEX job_fields_created ON job_fields (created_at);
+    CREATE INDEX job_fields_created ON job_fields (created_at, source, field, confidence);
     CREATE INDEX job_fields_weak ON job_fields (field, confidence);
     """,
 )

@@ -142,7 +142,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         value           TEXT,
         PRIMARY KEY (completion_id, field)
     );
-    CREATE INDEX job_fields_created ON job_fields (created_at);
+    CREATE INDEX job_fields_created ON job_fields (created_at, source, field, confidence);
     CREATE INDEX job_fields_weak ON job_fields (field, confidence);
     """,
 )

@@ -82,6 +82,8 @@ async def test_stats_give_count_mean_p10_and_share_below_each_sources_threshold(
     await _resolve(store, "r-0", _fields(Table=0.5, Text=0.95))
     await record(store, "old", at=T0 - 100, source="reducto", resolve=True)
     await _resolve(store, "old", _fields(Table=0.1))
+    await record(store, "k", at=T0, source="kv", resolve=True)
+    await _resolve(store, "k", _fields(**{f"x{n}": 0.5 for n in range(3)}))
     stats = await store.field_stats(T0, {"docextract": 0.85}, 0.8)
     by = {(f.source, f.field): f for f in stats.fields}
     total = by["docextract", "total"]
@@ -92,8 +94,9 @@ async def test_stats_give_count_mean_p10_and_share_below_each_sources_threshold(
     table = by["reducto", "Table"]
     assert (table.count, table.p10, table.below, table.threshold) == (1, 0.5, 1, 0.8)
     assert by["reducto", "Text"].below == 0
-    assert stats.fields[0].field == "Table"  # least confident first
-    expected = (sum(totals) + 0.5) / 12  # each job's own (lowest) confidence
+    least = [("kv", "x0"), ("kv", "x1"), ("kv", "x2"), ("reducto", "Table")]  # 0.5: by name
+    assert [(f.source, f.field) for f in stats.fields[:4]] == least  # least confident first
+    expected = (sum(totals) + 0.5 + 0.5) / 13  # each job's own (lowest) confidence
     assert stats.avg_confidence == pytest.approx(expected, abs=1e-9)
     empty = await store.field_stats(FAR, {}, 0.8)
     assert (empty.avg_confidence, empty.fields) == (None, ())
@@ -125,3 +128,14 @@ async def test_purging_a_job_takes_its_fields(store: Store) -> None:
     assert purged == 1
     assert await store.fields_of([("reducto", "a")]) == {}
     assert (await store.field_stats(0, {}, 0.8)).fields == ()
+
+
+async def test_p10_is_the_nearest_rank_however_many_values(store: Store) -> None:
+    values = [round(0.01 * n, 2) for n in range(1, 31)]  # 30 values: p10 is the 3rd lowest
+    for n, value in enumerate(reversed(values)):
+        await record(store, f"j{n}", at=T0 + n, source="docextract", resolve=True)
+        await _resolve(store, f"j{n}", _fields(total=value, same=0.8))
+    stats = await store.field_stats(T0, {}, 0.8)
+    by = {f.field: f for f in stats.fields}
+    assert (by["total"].count, by["total"].p10) == (30, 0.03)
+    assert (by["same"].p10, by["same"].below, by["same"].threshold) == (0.8, 0, 0.8)
