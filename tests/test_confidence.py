@@ -12,10 +12,12 @@ import asyncio
 import csv
 import io
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+import structlog
 from click.testing import CliRunner
 
 from receiver.cli.main import main
@@ -27,11 +29,19 @@ from tests.services import postgres_database
 from tests.support import SECRET, live_server, reducto_body, signed_headers
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
 API_KEY = "sim-key-123"
 JOBS = 4
+
+
+@pytest.fixture(autouse=True)
+def logs_reset() -> Iterator[None]:
+    """The CLI reading the store configures logging for the process: undo it afterwards."""
+    yield
+    logging.getLogger().handlers.clear()
+    structlog.reset_defaults()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -177,3 +187,36 @@ async def test_reducto_block_words_become_weak_block_types_end_to_end(tmp_path: 
     assert [j["job_id"] for j in weak.json()["jobs"]] == [job_ids[3]]
     (table,) = [f for f in stats["fields"] if f["field"] == "Table"]
     assert (table["count"], table["below"], table["threshold"]) == (4, 0.25, 0.8)
+
+
+async def test_fields_are_read_from_a_fetched_json_result_and_not_from_a_zip(
+    tmp_path: Path,
+) -> None:
+    found = {}
+    for provider in ("reducto", "knowhere"):
+        simulator = Simulator(provider, api_key=API_KEY, duration=0.0)
+        async with live_server(build_app(simulator)) as sim_url:
+            (job_id,) = simulator.create_jobs(1, result="url", result_bytes=64 * 1024)
+            config = tmp_path / f"{provider}.toml"
+            config.write_text(
+                f'data_dir = "{tmp_path / provider}"\n[server]\nadmin_token = "{TOKEN}"\n'
+                '[results]\nallowed_hosts = ["127.0.0.1"]\nallow_http = true\n'
+                f'allow_private_networks = true\n[sources.{provider}]\nprovider = "{provider}"\n'
+                f'secrets = ["{SECRET}"]\napi_base_url = "{sim_url}"\napi_key = "{API_KEY}"\n'
+                f"[sources.{provider}.poll]\ngrace_seconds = 0\ninitial_delay = 0.1\n"
+            )
+            app = create_app(load_settings(config, environ={}))
+            async with live_server(app) as url, httpx.AsyncClient(base_url=url, headers=AUTH) as c:
+                tracked = await c.post("/jobs", json={"source": provider, "job_id": job_id})
+                assert tracked.status_code == 200
+                for _ in range(400):  # polled, confirmed, fetched: at most ~20 s
+                    detail = (await c.get(f"/jobs/{provider}/{job_id}")).json()
+                    if (detail["completion"] or {}).get("phase") == "ready":
+                        break
+                    await asyncio.sleep(0.05)
+                found[provider] = detail
+    reducto, knowhere = found["reducto"], found["knowhere"]
+    assert reducto["completion"]["result"]["bytes"] == 64 * 1024
+    assert reducto["job"]["fields"] == {"Text": 0.95}  # every block of the blob is "high"
+    assert knowhere["completion"]["result"] is not None
+    assert knowhere["job"]["fields"] == {}  # a ZIP has no fields

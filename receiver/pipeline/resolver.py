@@ -183,7 +183,8 @@ def _with_fields(resolution: Resolution, value: Any) -> Resolution:
 def _read_json(path: Path) -> Any:
     """A stored result as JSON, or None when it is not JSON (a ZIP, a PDF...)."""
     try:
-        return json.loads(path.read_bytes())
+        data = path.read_bytes()
+        return json.loads(data) if data.lstrip()[:1] in (b"{", b"[") else None
     except (OSError, ValueError):
         return None
 

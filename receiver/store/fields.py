@@ -3,7 +3,7 @@
 A resolved completion's extracted fields are rows of ``job_fields`` (completion, field,
 confidence, value), written with the resolution in one transaction, with the job's source and
 creation time copied so the stats read one table. The SQL is what SQLite and PostgreSQL both
-speak (window functions, CASE sums); PostgreSQL's copies are renumbered in ``field_stores``.
+speak (grouped sums, CASE, row values); PostgreSQL's copies are renumbered in ``field_stores``.
 """
 
 from __future__ import annotations
@@ -32,11 +32,6 @@ SET confidence = excluded.confidence, value = excluded.value
 """
 DELETE_FIELDS = "DELETE FROM job_fields WHERE completion_id = ?"
 
-FIELDS_FOR = """
-SELECT f.field, f.confidence, f.value FROM job_fields f
-JOIN completions c ON c.id = f.completion_id
-WHERE c.source = ? AND c.job_id = ? ORDER BY f.field
-"""
 
 AVG_CONFIDENCE = """
 SELECT avg(c.confidence) FROM jobs j
