@@ -1,6 +1,6 @@
 """``uv run --group dev python -m bench [NAME ...]``: run the benchmarks, print tables, write JSON.
 
-Names: ingest, latency, large, poller, startup, tracing (all when none is given). The ingest
+Names: ingest, latency, large, poller, startup, tracing, fields (all when none is given). The ingest
 benchmark needs wrk (``apt-get install -y wrk``; installed automatically when run as root),
 the large one curl. Figures go to bench/results/<name>.json (the latest) and a dated copy.
 """
@@ -20,6 +20,7 @@ BENCHMARKS = {
     "poller": "bench.poller",
     "startup": "bench.startup",
     "tracing": "bench.tracing",
+    "fields": "bench.field_stats",
 }
 
 
@@ -35,7 +36,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=500.0, help="latency: webhooks per second")
     parser.add_argument("--webhooks", type=int, default=10_000, help="latency: webhooks per round")
     parser.add_argument("--size-mib", type=int, default=1024, help="large: result size in MiB")
-    parser.add_argument("--jobs", type=int, default=10_000, help="poller: tracked jobs")
+    parser.add_argument("--jobs", type=int, default=10_000, help="poller, fields: jobs")
     parser.add_argument("--window", type=float, default=60.0, help="poller: seconds measured")
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in BENCHMARKS]

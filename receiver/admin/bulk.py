@@ -45,6 +45,8 @@ class BulkReplayRequest(BaseModel):
     metadata: list[Annotated[str, Field(max_length=1024)]] = Field([], max_length=32)
     min_confidence: float | None = None
     error_code: Annotated[str, Field(max_length=100)] | None = None
+    field: Annotated[str, Field(max_length=200)] | None = None
+    max_confidence: float | None = None
     dispatch_state: Literal["dead", "succeeded"] = "dead"
     handler: Name | None = None
     since: TimeText | None = None
@@ -68,6 +70,8 @@ def replay_filter(body: BulkReplayRequest) -> ReplayFilter:
         metadata=body.metadata,
         min_confidence=_text(body.min_confidence),
         error_code=body.error_code,
+        field=body.field,
+        max_confidence=_text(body.max_confidence),
     )
     since = jobquery.parse_time("since", str(body.since)) if body.since is not None else None
     return ReplayFilter(jobs, body.dispatch_state, body.handler, since)
@@ -114,6 +118,7 @@ OPERATION = {
             "created_after": {"type": "string"}, "created_before": {"type": "string"},
             "metadata": {"type": "array", "items": {"type": "string"}},
             "min_confidence": {"type": "number"}, "error_code": {"type": "string"},
+            "field": {"type": "string"}, "max_confidence": {"type": "number"},
             "dispatch_state": {"type": "string", "enum": ["dead", "succeeded"]},
             "handler": {"type": "string"}, "since": {"type": "string"},
             "dry_run": {"type": "boolean"}, "limit": {"type": "integer", "minimum": 1},

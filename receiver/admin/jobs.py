@@ -81,6 +81,8 @@ def filter_from(request: Request) -> JobFilter:
         metadata=q.getlist("metadata"),
         min_confidence=q.get("min_confidence"),
         error_code=q.get("error_code"),
+        field=q.get("field"),
+        max_confidence=q.get("max_confidence"),
     )
 
 
@@ -140,9 +142,9 @@ async def track_job(request: Request) -> JSONResponse:
 async def job_stats(request: Request) -> JSONResponse:
     period, seconds = jobquery.parse_period(request.query_params.get("period"))
     since = time.time() - seconds
-    store = store_of(request)
-    stats = await store.job_stats(since)
-    return JSONResponse(jobviews.stats_doc(period, since, stats, await store.circuits()))
+    sources = request.app.state.settings.sources
+    thresholds = {name: cfg.confidence_alert for name, cfg in sources.items()}
+    return JSONResponse(await jobviews.full_stats(store_of(request), period, since, thresholds))
 
 
 async def replay_job(request: Request) -> JSONResponse:

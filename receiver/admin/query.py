@@ -4,7 +4,9 @@ HTTP query parameters and CLI options both end up here, so both accept the same 
 ``source``, ``state``, ``created_after`` / ``created_before`` (ISO 8601, UTC when no offset is
 given, or Unix seconds), ``metadata=key:value`` (repeatable; every pair must match, values
 compare as text), ``min_confidence``, ``error_code`` (a normalised code: the job's failure or
-any of its dispatches' last one) and ``limit`` (1-500) with ``cursor``.
+any of its dispatches' last one), ``field`` with ``max_confidence`` (jobs whose extracted field
+is at most that confident; ``field`` alone: jobs that have the field) and ``limit`` (1-500) with
+``cursor``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ MAX_LIMIT = 500
 PERIODS = {"24h": 24 * 3600.0, "7d": 7 * 86400.0, "30d": 30 * 86400.0}
 MAX_KEY = 256
 MAX_CODE = 100
+MAX_FIELD = 200
 
 
 class QueryError(RejectedError):
@@ -73,14 +76,21 @@ def parse_metadata(pairs: Sequence[str], sep: str = ":") -> tuple[tuple[str, str
     return tuple(parsed)
 
 
-def parse_confidence(text: str) -> float:
+def parse_confidence(text: str, name: str = "min_confidence") -> float:
     try:
         value = float(text)
     except ValueError:
-        raise QueryError("invalid_query", "min_confidence must be a number") from None
+        raise QueryError("invalid_query", f"{name} must be a number") from None
     if not math.isfinite(value):
-        raise QueryError("invalid_query", "min_confidence must be a finite number")
+        raise QueryError("invalid_query", f"{name} must be a finite number")
     return value
+
+
+def parse_field(text: str) -> str:
+    """An extracted field's name, as the provider spells it (at most 200 characters)."""
+    if len(text) > MAX_FIELD or not text.isprintable():
+        raise QueryError("invalid_query", f"field must be printable, at most {MAX_FIELD}")
+    return text
 
 
 def parse_code(text: str) -> str:
@@ -115,9 +125,13 @@ def build_filter(
     metadata: Sequence[str] = (),
     min_confidence: str | None = None,
     error_code: str | None = None,
+    field: str | None = None,
+    max_confidence: str | None = None,
     metadata_sep: str = ":",
 ) -> JobFilter:
     """A JobFilter from text, as it comes from a query string or the command line."""
+    if max_confidence and not field:
+        raise QueryError("invalid_query", "max_confidence needs field (the field to compare)")
     return JobFilter(
         source=source or None,
         state=parse_state(state) if state else None,
@@ -126,6 +140,10 @@ def build_filter(
         metadata=parse_metadata(metadata, metadata_sep),
         min_confidence=parse_confidence(min_confidence) if min_confidence else None,
         error_code=parse_code(error_code) if error_code else None,
+        field=parse_field(field) if field else None,
+        max_confidence=(
+            parse_confidence(max_confidence, "max_confidence") if max_confidence else None
+        ),
     )
 
 

@@ -16,14 +16,18 @@ from receiver.ops.health import circuit_doc
 from receiver.pipeline import failures
 from receiver.store.rows import JobFilter
 
+DEFAULT_CONFIDENCE_ALERT = 0.80
+
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from receiver.store import CompletionRow, DispatchRow, JobRow, Store
     from receiver.store.rows import (
         CircuitRow,
         DeliveryRow,
         ErrorCount,
+        FieldStat,
+        FieldStats,
         JobKey,
         JobListing,
         JobStats,
@@ -148,7 +152,8 @@ async def job_detail(store: Store, source: str, job_id: str) -> dict[str, Any] |
     if not found:
         return None
     completion = await store.completion_for(source, job_id)
-    job = listing_doc(found[0])
+    fields = (await store.fields_of([(source, job_id)])).get((source, job_id), [])
+    job = {**listing_doc(found[0]), "fields": {f.field: f.confidence for f in fields}}
     link = await store.reprocess_of(source, job_id)
     origin = await store.reprocessed_from(source, job_id)
     job["reprocessed_as"] = reprocess_doc(link, link.new_job_id) if link is not None else None
@@ -167,11 +172,26 @@ def reprocess_doc(link: ReprocessRow, job_id: str | None) -> dict[str, Any]:
             "attempts": link.attempts, "error": link.error, "at": iso(link.updated_at)}  # fmt: skip
 
 
+async def full_stats(
+    store: Store, period: str, since: float, thresholds: Mapping[str, float]
+) -> dict[str, Any]:
+    """``GET /jobs/stats`` read from ``store``; ``thresholds`` are the sources' confidence_alert."""
+    stats = await store.job_stats(since)
+    confidence = await store.field_stats(since, thresholds, DEFAULT_CONFIDENCE_ALERT)
+    return stats_doc(period, since, stats, await store.circuits(), confidence)
+
+
 def stats_doc(
-    period: str, since: float, stats: JobStats, circuits: Sequence[CircuitRow] = ()
+    period: str,
+    since: float,
+    stats: JobStats,
+    circuits: Sequence[CircuitRow] = (),
+    confidence: FieldStats | None = None,
 ) -> dict[str, Any]:
     """``GET /jobs/stats``: success rate is succeeded over terminal jobs (None with none);
-    ``circuits`` are the handlers' circuits as they stand now."""
+    ``circuits`` are the handlers' circuits as they stand now; ``avg_confidence`` is the mean
+    job-level confidence (each job's least confident field), ``fields`` each (source, field)'s
+    figures, the least confident first."""
     return {
         "period": period,
         "since": iso(since),
@@ -189,6 +209,21 @@ def stats_doc(
         "handler_failures": stats.handler_failures,
         "errors": errors_doc(stats.errors),
         "circuits": {c.handler: circuit_doc(c) for c in circuits},
+        "avg_confidence": _round(confidence.avg_confidence, 4) if confidence else None,
+        "fields": [field_doc(f) for f in confidence.fields] if confidence else [],
+    }
+
+
+def field_doc(f: FieldStat) -> dict[str, Any]:
+    """One field's figures; ``below`` is the share (0..1) of values under ``threshold``."""
+    return {
+        "source": f.source,
+        "field": f.field,
+        "count": f.count,
+        "mean": round(f.mean, 4),
+        "p10": round(f.p10, 4),
+        "below": round(f.below / f.count, 4) if f.count else 0.0,
+        "threshold": f.threshold,
     }
 
 
@@ -215,5 +250,5 @@ def errors_doc(counts: Sequence[ErrorCount]) -> dict[str, Any]:
     }
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)

@@ -16,7 +16,7 @@ import httpx
 
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
-from receiver.admin.export import export_lines
+from receiver.admin.export import export_lines, parse_fields
 from receiver.errors import ConfigError, JobhookError
 
 if TYPE_CHECKING:
@@ -87,8 +87,11 @@ class ServiceClient:
         data: dict[str, Any] = self._call("GET", "/jobs/stats", params={"period": period}).json()
         return data
 
-    def export(self, filters: Filters, fmt: str, include_result: bool) -> Iterator[str]:
+    def export(
+        self, filters: Filters, fmt: str, include_result: bool, fields: str | None = None
+    ) -> Iterator[str]:
         params = {**_params(filters), "format": fmt, "include_result": str(include_result).lower()}
+        params["fields"] = fields
         request = self._client.build_request("GET", "/jobs/export", params=_drop_none(params))
         try:
             response = self._client.send(request, stream=True)
@@ -156,6 +159,7 @@ class StoreReader:
             self._store = open_store(settings.store.url)
         except ConfigError as exc:
             raise ClientError(str(exc), exit_code=2) from exc
+        self._thresholds = {n: cfg.confidence_alert for n, cfg in settings.sources.items()}
         url = settings.store.url
         if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
             # A read command never creates state: a mistyped data_dir must not make a store.
@@ -206,15 +210,17 @@ class StoreReader:
         except jobquery.QueryError as exc:
             raise ClientError(exc.detail, exit_code=2) from exc
         since = time.time() - seconds
-        stats = self._run(self._store.job_stats(since))
-        return jobviews.stats_doc(name, since, stats, self._run(self._store.circuits()))
+        return self._run(jobviews.full_stats(self._store, name, since, self._thresholds))
 
-    def export(self, filters: Filters, fmt: str, include_result: bool) -> Iterator[str]:
+    def export(
+        self, filters: Filters, fmt: str, include_result: bool, fields: str | None = None
+    ) -> Iterator[str]:
         try:
             where = jobquery.build_filter(**filters)
+            columns = parse_fields(fields)
         except jobquery.QueryError as exc:
             raise ClientError(exc.detail, exit_code=2) from exc
-        lines = export_lines(self._store, where, fmt, include_result=include_result)
+        lines = export_lines(self._store, where, fmt, include_result=include_result, fields=columns)
 
         async def following() -> str | None:
             return await anext(lines, None)

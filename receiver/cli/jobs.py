@@ -78,6 +78,8 @@ def _filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Metadata the job must hold (repeatable)."),
         click.option("--min-confidence", help="Least confident field at least this."),
         click.option("--error-code", help="Failed with this code (http_5xx, DOCUMENT_CORRUPT...)."),
+        click.option("--field", help="Only jobs whose result has this extracted field."),
+        click.option("--max-confidence", help="With --field: that field at most this confident."),
     ]):  # fmt: skip
         command = option(command)
     return command
@@ -91,7 +93,8 @@ def _filters(kwargs: dict[str, Any]) -> dict[str, Any]:
         if not found or not key:
             raise ClientError(f"--metadata {pair!r} is not KEY=VALUE", exit_code=2)
         pairs.append(f"{key}:{value}")
-    names = ("source", "state", "created_after", "created_before", "min_confidence", "error_code")
+    names = ("source", "state", "created_after", "created_before", "min_confidence", "error_code",
+             "field", "max_confidence")  # fmt: skip
     return {"metadata": pairs, **{name: kwargs.pop(name) for name in names}}
 
 
@@ -186,17 +189,24 @@ def stats(url: str | None, token: str | None, config_path: Path | None, period: 
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
               show_default=True)  # fmt: skip
 @click.option("--include-result", is_flag=True, help="jsonl: add each stored JSON result.")
+@click.option(
+    "--fields",
+    "columns",
+    metavar="A,B",
+    help="csv: these extracted fields as columns [every field seen, at most 100].",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
               help="File to write (default: standard output).")  # fmt: skip
 @_errors
 def export(url: str | None, token: str | None, config_path: Path | None, fmt: str,
-           include_result: bool, output: str, **kwargs: Any) -> None:  # fmt: skip
+           include_result: bool, columns: str | None, output: str,
+           **kwargs: Any) -> None:  # fmt: skip
     """Every matching job as CSV or JSON Lines, streamed."""
     filters = _filters(kwargs)
     client = _reader(url, token, config_path)
     try:
         with click.open_file(output, "w", encoding="utf-8", atomic=output != "-") as out:
-            for chunk in client.export(filters, fmt, include_result):
+            for chunk in client.export(filters, fmt, include_result, columns):
                 out.write(chunk)
     finally:
         client.close()

@@ -131,6 +131,11 @@ def job_detail(detail: dict[str, Any]) -> None:
     for d in detail["dispatches"]:
         dispatches.add_row(d["handler"], d["state"], str(d["attempts"]),
                            _when(d["next_attempt_at"]), (d["last_error"] or "")[:80])  # fmt: skip
+    extracted = Table("field", "confidence", title="fields")
+    for name, confidence in (job.get("fields") or {}).items():
+        extracted.add_row(name, "" if confidence is None else f"{confidence:.2f}")
+    if job.get("fields"):
+        console.print(extracted)
     if detail["deliveries"]:
         console.print(deliveries)
     if detail["dispatches"]:
@@ -176,6 +181,28 @@ def stats(figures: dict[str, Any]) -> None:
                 by_handler.add_row(handler, code, str(count))
         if errors["by_handler"]:
             console.print(by_handler)
+    confidence = Table(
+        "source",
+        "field",
+        "count",
+        "mean",
+        "p10",
+        "below",
+        "threshold",
+        title=f"field confidence (job average {_text(figures.get('avg_confidence'))})",
+    )
+    for f in figures.get("fields") or ():
+        confidence.add_row(
+            f["source"],
+            f["field"],
+            str(f["count"]),
+            f"{f['mean']:.2f}",
+            f"{f['p10']:.2f}",
+            f"{f['below']:.1%}",
+            f"{f['threshold']:.2f}",
+        )
+    if figures.get("fields"):
+        console.print(confidence)
 
 
 def wait_summary(detail: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from receiver.signatures.base import parse_public_key
 from receiver.signatures.svix import check_svix_secret
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MAX_CONFIDENCE_FIELDS = 100
 
 
 class PollSettings(_Section):
@@ -62,6 +63,27 @@ class SourceSettings(_Section):
     direct_unknown_per_minute: int = Field(30, ge=0)
     """``webhook_mode = "direct"``: hints about jobs jobhook does not track that are looked up
     a minute at most; more are refused with 429, so a flood cannot spend the API's budget."""
+    confidence_alert: float = 0.80
+    """A field's confidence under this counts as weak (``below`` in ``/jobs/stats``)."""
+    confidence_fields: tuple[str, ...] = ()
+    """The fields the ``jobhook_field_confidence`` histogram names (others are ``other``);
+    empty: the first ``METRIC_FIELDS`` distinct fields seen."""
+
+    @field_validator("confidence_alert")
+    @classmethod
+    def _share(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:  # also refuses nan
+            raise ValueError("must be a number from 0 to 1 (0.8 means 80 % confident)")
+        return value
+
+    @field_validator("confidence_fields")
+    @classmethod
+    def _field_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        if len(names) > MAX_CONFIDENCE_FIELDS:
+            raise ValueError(f"name at most {MAX_CONFIDENCE_FIELDS} fields")
+        if any(not name or len(name) > 200 or not name.isprintable() for name in names):
+            raise ValueError("each field name must be printable text of 1 to 200 characters")
+        return names
 
     @field_validator("provider")
     @classmethod

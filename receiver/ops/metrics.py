@@ -24,10 +24,11 @@ from starlette.responses import Response
 
 from receiver.errors import JobhookError
 from receiver.ops.budgets import budget_gauges
+from receiver.ops.confidence_metrics import ConfidenceMetrics
 from receiver.ops.quality import QualityMetrics
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Iterator, Mapping
+    from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
     from prometheus_client.metrics_core import Metric
     from starlette.requests import Request
@@ -57,7 +58,11 @@ class RuntimeCounts:
 class Metrics:
     """The registry of one app and its metrics; the runtime's counts are bound by the lifespan."""
 
-    def __init__(self, sources: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        sources: Collection[str] = (),
+        confidence_fields: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self._sources = frozenset(sources)
         self._read_counts: Callable[[], RuntimeCounts] | None = None
         r = self.registry = CollectorRegistry()
@@ -105,6 +110,7 @@ class Metrics:
         )
         r.register(_RuntimeCollector(self))
         self.quality = QualityMetrics(r)
+        self.confidence = ConfidenceMetrics(r, confidence_fields)
 
     def bind(self, read: Callable[[], RuntimeCounts] | None) -> None:
         """Read the runtime's own counts through ``read`` at every scrape (None: unbind)."""

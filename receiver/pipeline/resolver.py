@@ -17,6 +17,7 @@ from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
 from receiver.pipeline import failures
 from receiver.pipeline.confidence import job_confidence
+from receiver.pipeline.fields import extract_fields, lowest
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 MAX_URL_REFRESHES = 3
+MAX_FIELDS_BYTES = 8 * 1024 * 1024
+"""A fetched result at most this large is read for its fields (a larger one keeps none)."""
 
 
 class Resolver:
@@ -136,7 +139,10 @@ class Resolver:
                     )
                 ref = status.result
                 continue
-            return Resolution(str(info.path), info.sha256, info.bytes)
+            found = Resolution(str(info.path), info.sha256, info.bytes)
+            if info.bytes <= MAX_FIELDS_BYTES:
+                found = _with_fields(found, await anyio.to_thread.run_sync(_read_json, info.path))
+            return found
         raise RetryableError("unreachable")  # pragma: no cover
 
 
@@ -161,9 +167,26 @@ def _with(
 async def _store_inline(value: Any, dest: Path) -> Resolution:
     data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
     await anyio.to_thread.run_sync(atomic_write, dest, data)
-    return Resolution(
-        str(dest), hashlib.sha256(data).hexdigest(), len(data), confidence=job_confidence(value)
+    return _with_fields(Resolution(str(dest), hashlib.sha256(data).hexdigest(), len(data)), value)
+
+
+def _with_fields(resolution: Resolution, value: Any) -> Resolution:
+    """The result's job-level confidence and fields; a result whose confidence is per block
+    (Reducto) or nested gets its least confident field as the job's."""
+    fields = extract_fields(value)
+    confidence = job_confidence(value)
+    return dataclasses.replace(
+        resolution, confidence=lowest(fields) if confidence is None else confidence, fields=fields
     )
+
+
+def _read_json(path: Path) -> Any:
+    """A stored result as JSON, or None when it is not JSON (a ZIP, a PDF...)."""
+    try:
+        data = path.read_bytes()
+        return json.loads(data) if data.lstrip()[:1] in (b"{", b"[") else None
+    except (OSError, ValueError):
+        return None
 
 
 def ref_to_json(ref: ResultRef | None) -> str | None:

@@ -163,7 +163,9 @@ def create_app(
     """
     sources = build_sources(settings) if sources is None else sources
     handlers = load_handlers(settings) if handlers is None else handlers
-    metrics = Metrics(sources)
+    metrics = Metrics(
+        sources, {name: cfg.confidence_fields for name, cfg in settings.sources.items()}
+    )
     admin = admin_routes(settings.server.admin_token)
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
     hints = direct.DirectEndpoint(

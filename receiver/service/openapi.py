@@ -17,11 +17,11 @@ from receiver.admin import bulk, reprocess
 from receiver.admin.jobs import ReplayRequest, TrackRequest
 from receiver.admin.query import MAX_LIMIT, PERIODS
 from receiver.models import State
+from receiver.service.openapi_models import model_schemas
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pydantic import BaseModel
     from starlette.requests import Request
     from starlette.routing import BaseRoute
 
@@ -45,32 +45,6 @@ def _query(name: str, schema: Json, description: str, **extra: Any) -> Json:
             "description": description, **extra}  # fmt: skip
 
 
-def model_schemas(*models: type[BaseModel]) -> Json:
-    """The models' JSON schemas (and their ``$defs``) as OpenAPI 3.0 components."""
-    schemas: Json = {}
-    for model in models:
-        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
-    return {name: _openapi30(schema) for name, schema in schemas.items()}
-
-
-def _openapi30(node: Any) -> Any:
-    """JSON Schema's ``anyOf: [X, {type: null}]`` as OpenAPI 3.0's ``X`` + ``nullable``."""
-    if isinstance(node, list):
-        return [_openapi30(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    node = {key: _openapi30(value) for key, value in node.items()}
-    options = node.get("anyOf", [])
-    if {"type": "null"} in options:
-        rest = [option for option in options if option != {"type": "null"}]
-        del node["anyOf"]
-        node.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
-        node["nullable"] = True
-    return node
-
-
 _PATH = [
     {"name": "source", "in": "path", "required": True, "schema": {"type": "string"}},
     {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}},
@@ -88,6 +62,9 @@ _FILTERS = [
     _query("min_confidence", {"type": "number"}, "jobs whose least confident field is at least"),
     _query("error_code", {"type": "string"},
            "jobs that failed with this normalised code, or with a dispatch failing with it"),
+    _query("field", {"type": "string"}, "jobs whose result has this extracted field"),
+    _query("max_confidence", {"type": "number"},
+           "with field: jobs whose field's confidence is at most this (the weak extractions)"),
 ]  # fmt: skip
 
 # fmt: off
@@ -111,6 +88,9 @@ SCHEMAS: Json = {
         "expected_pages": _nullable("integer"), "created_at": {"type": "string"},
         "updated_at": {"type": "string"}, "terminal_at": _nullable("string"),
         "processing_seconds": _nullable("number"), "confidence": _nullable("number"),
+        "fields": {"type": "object", "description": "GET /jobs/{source}/{job_id} only: each "
+                   "extracted field's confidence (null when the provider gives none)",
+                   "additionalProperties": _nullable("number")},
         "result": _ref("Result"), "reprocessed_as": _ref("ReprocessLink"),
         "reprocessed_from": _ref("ReprocessLink")}},
     "ReprocessLink": {"type": "object", "nullable": True, "properties": {
@@ -142,7 +122,13 @@ SCHEMAS: Json = {
         "processing_seconds": {"type": "object", "properties": {
             "count": {"type": "integer"}, "avg": _nullable("number"),
             "p50": _nullable("number"), "p95": _nullable("number")}},
-        "handler_failures": {"type": "object"}}},
+        "handler_failures": {"type": "object"},
+        "avg_confidence": _nullable("number"),
+        "fields": {"type": "array", "items": {"type": "object", "properties": {
+            "source": {"type": "string"}, "field": {"type": "string"},
+            "count": {"type": "integer"}, "mean": {"type": "number"},
+            "p10": {"type": "number"}, "below": {"type": "number"},
+            "threshold": {"type": "number"}}}}}},
     **model_schemas(TrackRequest, ReplayRequest, reprocess.BulkReprocessRequest,
                     reprocess.OneReprocessRequest),  # request bodies: as the routes validate them
 }
@@ -210,7 +196,10 @@ OPERATIONS: dict[tuple[str, str], Json] = {
                        _query("format", {"type": "string", "enum": ["csv", "jsonl"]},
                               "jsonl (default) or csv"),
                        _query("include_result", {"type": "boolean"},
-                              "jsonl: add result_data, the stored result when it is JSON")],
+                              "jsonl: add result_data, the stored result when it is JSON"),
+                       _query("fields", {"type": "string"},
+                              "csv: the extracted fields to add as columns, comma-separated "
+                              "(default: every field the matching jobs have, at most 100)")],
         "responses": {"200": {"description": "the export", "content": {
             "text/csv": {}, "application/x-ndjson": {}}}, "400": _ERROR, **_AUTH},
     },

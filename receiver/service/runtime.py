@@ -231,6 +231,8 @@ class Runtime:
             if state in USABLE and resolution.result_path is None and resolution.error_code:
                 state = "unresolved"  # finished at the provider, but its result is not to be had
             self.outcomes.finished(row.source, row.job_id, state, resolution.error_code)
+        if self.metrics is not None and resolution.error is None:
+            self.metrics.confidence.observe(row.source, resolution.fields)
 
     async def _stop_task(self, task: asyncio.Task[None]) -> None:
         self._stop.set()

@@ -6,7 +6,7 @@ import abc
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from receiver.models import Event, IngestResult
     from receiver.store.bulk import ReplayFilter
@@ -16,6 +16,8 @@ if TYPE_CHECKING:
         CompletionRow,
         DeliveryRow,
         DispatchRow,
+        FieldStats,
+        FieldValue,
         JobFilter,
         JobKey,
         JobListing,
@@ -227,6 +229,23 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def job_stats(self, since: float) -> JobStats:
         """Totals, states, sources, durations and handler failures of jobs created since."""
+
+    @abc.abstractmethod
+    async def fields_of(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[FieldValue]]:
+        """The extracted fields (confidence, value) of these (source, job_id) jobs, by job."""
+
+    @abc.abstractmethod
+    async def field_names(self, where: JobFilter, limit: int) -> list[str]:
+        """The distinct extracted fields of the jobs ``where`` selects, alphabetical."""
+
+    @abc.abstractmethod
+    async def field_stats(
+        self, since: float, thresholds: Mapping[str, float], default: float
+    ) -> FieldStats:
+        """Per (source, field) confidence figures of jobs created since; ``thresholds`` by
+        source (``default`` for the others) decide what counts as ``below``."""
 
     @abc.abstractmethod
     async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:

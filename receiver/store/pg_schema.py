@@ -163,7 +163,21 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         updated_at      double precision NOT NULL
     );
     """,
-    # 7: SQLite's 9 (issue 21, reprocess; the brief's numbers, renumbered at merge): one link
+    # 6: SQLite's 8: a resolved job's extracted fields with their confidence and value.
+    """
+    CREATE TABLE job_fields (
+        completion_id   bigint NOT NULL REFERENCES completions (id) ON DELETE CASCADE,
+        field           text NOT NULL,
+        source          text NOT NULL,
+        created_at      double precision NOT NULL,
+        confidence      double precision,
+        value           text,
+        PRIMARY KEY (completion_id, field)
+    );
+    CREATE INDEX job_fields_created ON job_fields (created_at, source, field, confidence);
+    CREATE INDEX job_fields_weak ON job_fields (field, confidence);
+    """,
+    # 7: SQLite's 9 (issue 21, reprocess): one link
     # per finished job submitted again at its provider, claimed before the POST.
     """
     CREATE TABLE reprocesses (

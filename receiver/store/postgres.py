@@ -15,6 +15,7 @@ from receiver.store import pg_sql, queries, records, sql
 from receiver.store.base import Store
 from receiver.store.bulk import PostgresBulk
 from receiver.store.circuit_stores import PostgresCircuits, pg_probes
+from receiver.store.field_stores import PostgresFields
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
 from receiver.store.reprocesses import PostgresReprocesses
@@ -34,13 +35,12 @@ if TYPE_CHECKING:
         JobListing,
         JobRow,
         JobStats,
-        Resolution,
     )
 
 _n = pg_sql.numbered
 
 
-class PostgresStore(PostgresBulk, PostgresCircuits, PostgresReprocesses, Store):
+class PostgresStore(PostgresBulk, PostgresCircuits, PostgresFields, PostgresReprocesses, Store):
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(
@@ -80,12 +80,6 @@ class PostgresStore(PostgresBulk, PostgresCircuits, PostgresReprocesses, Store):
             return [records.completion_row(r) for r in rows]
 
         return await self._db.transaction(op)
-
-    async def resolve_completion(
-        self, completion_id: int, owner: str, resolution: Resolution
-    ) -> bool:
-        params = records.resolution_params(completion_id, owner, resolution)
-        return bool(await self._db.execute(_n(sql.RESOLVE_COMPLETION), *params))
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float

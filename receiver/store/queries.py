@@ -11,7 +11,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import TERMINAL_STATES
-from receiver.store import records, sql
+from receiver.store import fields, records, sql
 from receiver.store.rows import Backlog, DeliveryRow, ErrorCount, JobListing, JobStats
 
 if TYPE_CHECKING:
@@ -169,6 +169,10 @@ def job_clauses(where: JobFilter) -> tuple[list[str], list[Any]]:
     if where.error_code is not None:
         clauses.append(f"({FAILURE_CODE} = ? OR {_FAILING_DISPATCH})")
         params += [where.error_code, where.error_code]
+    weak = fields.field_clause(where)
+    if weak is not None:
+        clauses.append(weak[0])
+        params += weak[1]
     return clauses, params
 
 

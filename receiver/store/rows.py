@@ -80,6 +80,40 @@ class Resolution:
     (``result_too_large``, ``confirm_timeout``...) when the result could not be had."""
     error_where: str | None = None
     """Where the error arose: ``provider`` (the job failed there) or ``fetch`` (jobhook's side)."""
+    fields: tuple[FieldValue, ...] = ()
+    """The result's extracted fields with their confidence (at most ``MAX_FIELDS``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FieldValue:
+    """One extracted field of a result: its confidence (0..1) and its value as text, if any."""
+
+    field: str
+    confidence: float | None
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldStat:
+    """One field's confidences over a period: how many, mean, 10th percentile, how many below
+    the source's threshold."""
+
+    source: str
+    field: str
+    count: int
+    mean: float
+    p10: float
+    below: int
+    threshold: float
+
+
+@dataclass(frozen=True, slots=True)
+class FieldStats:
+    """Confidence figures of jobs created since a time."""
+
+    avg_confidence: float | None
+    """The mean of the job-level confidences (each job's least confident field)."""
+    fields: tuple[FieldStat, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +155,9 @@ class JobFilter:
     min_confidence: float | None = None
     error_code: str | None = None
     """The job's normalised error code, or the last failure code of any of its dispatches."""
+    field: str | None = None
+    """Jobs whose result has this extracted field (with ``max_confidence``: that weak or weaker)."""
+    max_confidence: float | None = None
 
 
 JobKey = tuple[float, str, str]

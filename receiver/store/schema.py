@@ -129,7 +129,23 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         updated_at      REAL NOT NULL
     );
     """,
-    # 9 (issue 21, reprocess; the brief's number, renumbered at merge): one link per finished job
+    # 8: per-field confidence (issue 21): a resolved job's extracted fields, their confidence
+    # and value (bounded, receiver.pipeline.fields), with the job's source and creation time
+    # copied for the stats; a table of its own, so the hot tables stay as they are.
+    """
+    CREATE TABLE job_fields (
+        completion_id   INTEGER NOT NULL REFERENCES completions (id) ON DELETE CASCADE,
+        field           TEXT NOT NULL,
+        source          TEXT NOT NULL,
+        created_at      REAL NOT NULL,
+        confidence      REAL,
+        value           TEXT,
+        PRIMARY KEY (completion_id, field)
+    );
+    CREATE INDEX job_fields_created ON job_fields (created_at, source, field, confidence);
+    CREATE INDEX job_fields_weak ON job_fields (field, confidence);
+    """,
+    # 9 (issue 21, reprocess): one link per finished job
     # submitted again at its provider, claimed before the POST so it is never sent twice.
     """
     CREATE TABLE reprocesses (

@@ -21,6 +21,7 @@ from receiver.store import queries, records, sql, sqlite_ops
 from receiver.store.base import Store
 from receiver.store.bulk import SQLiteBulk
 from receiver.store.circuit_stores import SQLiteCircuits
+from receiver.store.field_stores import SQLiteFields
 from receiver.store.ownership import StoreLock
 from receiver.store.reprocesses import SQLiteReprocesses
 from receiver.store.schema import SQLITE_MIGRATIONS
@@ -43,14 +44,13 @@ if TYPE_CHECKING:
         JobListing,
         JobRow,
         JobStats,
-        Resolution,
     )
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
-class SQLiteStore(SQLiteBulk, SQLiteCircuits, SQLiteReprocesses, Store):
+class SQLiteStore(SQLiteBulk, SQLiteCircuits, SQLiteFields, SQLiteReprocesses, Store):
     """SQLite through aiosqlite: the default, for one process."""
 
     def __init__(self, path: Path, *, batch_max: int = 512, offload_at: int = OFFLOAD_AT) -> None:
@@ -155,12 +155,6 @@ class SQLiteStore(SQLiteBulk, SQLiteCircuits, SQLiteReprocesses, Store):
     ) -> list[CompletionRow]:
         until = now + lease_seconds
         return await self._write_sync(sqlite_ops.claim_completions, owner, limit, until, now)
-
-    async def resolve_completion(
-        self, completion_id: int, owner: str, resolution: Resolution
-    ) -> bool:
-        params = records.resolution_params(completion_id, owner, resolution)
-        return bool(await self._write_sync(sqlite_ops.changed, sql.RESOLVE_COMPLETION, params))
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float

@@ -31,9 +31,18 @@ def _refused_or(call: object) -> None:
     metadata=st.lists(TEXT, max_size=3),
     confidence=st.none() | TEXT,
     code=st.none() | TEXT,
+    field=st.none() | TEXT,
+    most=st.none() | TEXT,
 )
 @example(
-    state=None, after="1e400", before="9999-99-99", metadata=[":"], confidence="nan", code="\x00"
+    state=None,
+    after="1e400",
+    before="9999-99-99",
+    metadata=[":"],
+    confidence="nan",
+    code="\x00",
+    field=None,
+    most="0.8",
 )
 def test_any_filter_text_is_a_filter_or_a_400(
     state: str | None,
@@ -42,11 +51,13 @@ def test_any_filter_text_is_a_filter_or_a_400(
     metadata: list[str],
     confidence: str | None,
     code: str | None,
+    field: str | None,
+    most: str | None,
 ) -> None:
     _refused_or(
         lambda: query.build_filter(
             state=state, created_after=after, created_before=before, metadata=metadata,
-            min_confidence=confidence, error_code=code,
+            min_confidence=confidence, error_code=code, field=field, max_confidence=most,
         )
     )  # fmt: skip
 

@@ -119,9 +119,12 @@ async def test_list_pages_with_an_opaque_cursor_until_it_is_null(
     "params",
     [{"limit": "0"}, {"limit": "501"}, {"limit": "x"}, {"state": "done"},
      {"created_after": "yesterday"}, {"metadata": "nocolon"}, {"min_confidence": "high"},
-     {"error_code": "x" * 101}, {"cursor": "!!!"}, {"cursor": "bm90IGpzb24"}],
+     {"error_code": "x" * 101}, {"cursor": "!!!"}, {"cursor": "bm90IGpzb24"},
+     {"max_confidence": "0.8"}, {"field": "total", "max_confidence": "low"},
+     {"field": "total", "max_confidence": "nan"}, {"field": "x" * 201}, {"field": "a\x00"}],
     ids=["limit-0", "limit-big", "limit-word", "state", "time", "metadata", "confidence",
-         "error-code", "cursor-garbage", "cursor-not-ours"],
+         "error-code", "cursor-garbage", "cursor-not-ours", "max-confidence-alone",
+         "max-confidence-word", "max-confidence-nan", "field-long", "field-control"],
 )  # fmt: skip
 async def test_list_refuses_bad_filters_with_400(
     client: httpx.AsyncClient, params: dict[str, str]

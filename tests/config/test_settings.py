@@ -156,3 +156,25 @@ def test_knowhere_api_version_is_v1_or_v2(tmp_path: Path) -> None:
 def test_api_version_is_refused_for_other_providers(tmp_path: Path) -> None:
     message = _error(tmp_path, SOURCE + f'secrets = ["{SECRET}"]\napi_version = "v1"\n')
     assert "api_version is for provider 'knowhere'" in message
+
+
+def test_confidence_alert_defaults_to_080_and_takes_a_share(tmp_path: Path) -> None:
+    base = SOURCE + f'secrets = ["{SECRET}"]\n'
+    assert _load(tmp_path, base).sources["reducto"].confidence_alert == 0.80  # type: ignore[attr-defined]
+    settings = _load(tmp_path, base + "confidence_alert = 0.85\n")
+    assert settings.sources["reducto"].confidence_alert == 0.85  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "nan", "inf", '"high"'])
+def test_confidence_alert_outside_0_to_1_is_refused(tmp_path: Path, value: str) -> None:
+    message = _error(tmp_path, SOURCE + f'secrets = ["{SECRET}"]\nconfidence_alert = {value}\n')
+    assert "sources.reducto.confidence_alert" in message
+    assert "from 0 to 1" in message or "must be a valid number" in message
+
+
+def test_confidence_fields_must_be_names(tmp_path: Path) -> None:
+    base = SOURCE + f'secrets = ["{SECRET}"]\n'
+    settings = _load(tmp_path, base + 'confidence_fields = ["total", "Table"]\n')
+    assert settings.sources["reducto"].confidence_fields == ("total", "Table")  # type: ignore[attr-defined]
+    message = _error(tmp_path, base + 'confidence_fields = ["total", ""]\n')
+    assert "sources.reducto.confidence_fields: each field name" in message

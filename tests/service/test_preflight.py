@@ -100,6 +100,8 @@ CASES = [
          "read-only filesystem", data_dir="{ro}/data", tables='[results]\ndir = "{tmp}/r"\n'),
     Case("data-dir-under-a-file", "is a file, not a directory",
          tables='[results]\ndir = "{tmp}/a-file/results"\n'),
+    Case("confidence-alert-range", "sources.reducto.confidence_alert: must be a number from 0 "
+         "to 1 (0.8 means 80 % confident)", source=SOURCE + "confidence_alert = 1.5\n"),
     Case("unknown-provider", "sources.reducto.provider: unknown provider 'nope'",
          source=f'[sources.reducto]\nprovider = "nope"\nsecrets = ["{SECRET}"]\n'),
     Case("secret-not-secrets", "sources.reducto.secret: unknown key; did you mean 'secrets'?",

@@ -34,7 +34,16 @@ def _chunks(job: Job) -> list[dict[str, Any]]:
             "confidence": "high",
             "bbox": {"left": 0.1, "top": 0.1, "width": 0.3, "height": 0.05, "page": page},
         }
-        chunks.append({"content": text, "embed": text, "blocks": [block]})
+        # A table on the first page, read with "low" confidence on every 4th job (as the SDK's
+        # parse blocks say: "either low or high"), so a weak block type can be shown.
+        table = {
+            "type": "Table",
+            "content": "| item | amount |\n| --- | --- |\n| Services | 1280.00 |",
+            "confidence": "low" if job.number % 4 == 3 else "high",
+            "bbox": {"left": 0.1, "top": 0.3, "width": 0.8, "height": 0.2, "page": page},
+        }
+        blocks = [block, table] if page == 1 else [block]
+        chunks.append({"content": text, "embed": text, "blocks": blocks})
     return chunks
 
 
