@@ -158,6 +158,11 @@ class Sender:
         self.refused: set[str] = set()
         self.give_up_at: float | None = None
         """Set when sending stops: open webhooks are retried until then, like Svix's schedule."""
+        # At most one request per pooled connection at a time: with hundreds of webhooks queued
+        # inside httpcore's pool every assignment scans them all, and after a kill the retries
+        # kept this loop busy with that scan instead of sending (seen on a loaded 2-core
+        # machine: the service ready and idle, no connection open, the test never ending).
+        self._sending = asyncio.Semaphore(plan.connections)
 
     async def run(self, stop: asyncio.Event, give_up_after: float) -> None:
         """Send until ``stop``; then retry what is still open for up to ``give_up_after`` s.
@@ -192,11 +197,12 @@ class Sender:
         for attempt in range(1, 10_000):
             self.attempts += 1
             try:
-                response = await client.post(
-                    f"{self.service.url}/webhooks/reducto",
-                    content=body,
-                    headers=signed_headers(body, msg_id=msg_id),
-                )
+                async with self._sending:
+                    response = await client.post(
+                        f"{self.service.url}/webhooks/reducto",
+                        content=body,
+                        headers=signed_headers(body, msg_id=msg_id),
+                    )
             except httpx.TransportError:
                 self.transport_errors += 1
             else:
@@ -269,6 +275,7 @@ async def run_ledger(tmp_path: Path, plan: Plan) -> tuple[Figures, Service, Down
         sender = Sender(service, plan, random.Random(plan.seed + 2))
         stop_sending = asyncio.Event()
         started = time.monotonic()
+        sending: asyncio.Task[None] | None = None
         try:
             service.start()
             sending = asyncio.create_task(sender.run(stop_sending, give_up_after=120.0))
@@ -304,6 +311,10 @@ async def run_ledger(tmp_path: Path, plan: Plan) -> tuple[Figures, Service, Down
             await service.stop()
         finally:
             stop_sending.set()
+            if sending is not None and not sending.done():  # the run was cut short
+                sending.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sending
             service.close()
     figures.offered = plan.rate
     figures.webhooks = sender.created

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,8 +18,13 @@ SHORT = Plan(kills=5, rate=50, uptime=(1.0, 3.0), seed=11)
 LONG = Plan(kills=50, rate=200, uptime=(1.0, 5.0), seed=5, log_level="warning")
 
 
-async def _check_ledger(tmp_path: Path, plan: Plan, report: Callable[[str], None]) -> None:
-    figures, service, _, sender = await run_ledger(tmp_path, plan)
+async def _check_ledger(
+    tmp_path: Path, plan: Plan, report: Callable[[str], None], seconds: float
+) -> None:
+    # pytest-timeout's exception lands in whichever task runs when it fires (a sender's, say),
+    # where it is lost; a deadline of the test's own ends a stuck run as a failure instead.
+    async with asyncio.timeout(seconds):
+        figures, service, _, sender = await run_ledger(tmp_path, plan)
     report(figures.line())
     assert figures.kills == plan.kills
     assert figures.lost == 0, f"acknowledged but never delivered: {figures.line()}"
@@ -39,7 +45,7 @@ async def _check_ledger(tmp_path: Path, plan: Plan, report: Callable[[str], None
 async def test_sigkill_at_random_moments_loses_no_acknowledged_webhook(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
-    await _check_ledger(tmp_path, SHORT, report_figures)
+    await _check_ledger(tmp_path, SHORT, report_figures, seconds=140)
 
 
 @pytest.mark.reliability
@@ -47,4 +53,4 @@ async def test_sigkill_at_random_moments_loses_no_acknowledged_webhook(
 async def test_fifty_sigkills_under_200_webhooks_a_second_lose_nothing(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
-    await _check_ledger(tmp_path, LONG, report_figures)
+    await _check_ledger(tmp_path, LONG, report_figures, seconds=1150)
