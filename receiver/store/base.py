@@ -11,9 +11,12 @@ if TYPE_CHECKING:
     from receiver.models import Event, IngestResult
     from receiver.store.bulk import ReplayFilter
     from receiver.store.rows import (
+        AttemptRow,
         Backlog,
         CircuitRow,
         CompletionRow,
+        DeadGroup,
+        DeadRow,
         DeliveryRow,
         DispatchRow,
         JobFilter,
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
         JobRow,
         JobStats,
         Resolution,
+        TimeBucket,
     )
 
 
@@ -203,6 +207,24 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def last_completion_id(self) -> int:
         """The highest completion id so far, 0 when there is none."""
+
+    @abc.abstractmethod
+    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
+        """Every handler attempt of a job's completion as it ended, oldest first."""
+
+    @abc.abstractmethod
+    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
+        """Jobs that became terminal since ``since``, per bucket of ``width`` seconds (buckets
+        with none are left out), oldest first."""
+
+    @abc.abstractmethod
+    async def dead_groups(self) -> list[DeadGroup]:
+        """Dead dispatches counted by handler and error code, most first."""
+
+    @abc.abstractmethod
+    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
+        """Up to ``limit`` dead dispatches (of ``handler``, with ``code``, when given), newest
+        first."""
 
     @abc.abstractmethod
     async def backlog(self) -> Backlog:
