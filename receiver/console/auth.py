@@ -79,5 +79,7 @@ async def asset(request: Request) -> Response:
     if media is None:
         return PlainTextResponse("no such file", status_code=404)
     return FileResponse(
-        web.STATIC / name, media_type=media, headers={"Cache-Control": "private, max-age=300"}
+        web.STATIC / name,
+        media_type=media,
+        headers={"Cache-Control": "private, no-cache"},  # revalidated: the session is checked
     )

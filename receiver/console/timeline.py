@@ -29,14 +29,7 @@ def build(detail: dict[str, Any], job: JobRow | None, attempts: list[AttemptRow]
     """The timeline of ``detail`` (``GET /jobs/{source}/{job_id}``'s document) and its
     attempts, oldest first."""
     doc = detail["job"]
-    steps = [
-        Step(
-            seconds(doc["created_at"]),
-            "job",
-            "Job known",
-            f"provider said {doc['provider_status']}",
-        )
-    ]
+    steps = [Step(seconds(doc["created_at"]), "job", "Job known", "(first news of it)")]
     completion = detail["completion"]
     completed_at = seconds(completion["created_at"]) if completion else None
     for d in detail["deliveries"]:

@@ -5,16 +5,19 @@
 "use strict";
 
 (function () {
-  var local = new Intl.DateTimeFormat(undefined, {
-    year: "numeric", month: "2-digit", day: "2-digit",
-    hour: "2-digit", minute: "2-digit", second: "2-digit"
-  });
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+
+  // 2026-11-25 16:19:42 in the browser's zone: short, sortable, the same in every locale.
+  function localText(d) {
+    return d.getFullYear() + "-" + two(d.getMonth() + 1) + "-" + two(d.getDate()) + " " +
+      two(d.getHours()) + ":" + two(d.getMinutes()) + ":" + two(d.getSeconds());
+  }
 
   function showTime(el) {
     var when = new Date(el.getAttribute("datetime"));
     if (isNaN(when.getTime())) { return; }
     el.title = when.toISOString().replace(".000Z", "Z").replace("T", " ") + " (UTC)";
-    el.textContent = local.format(when);
+    el.textContent = localText(when);
   }
 
   function cell(row, text) {
@@ -28,6 +31,7 @@
     var row = document.createElement("tr");
     row.className = "fresh";
     var td = document.createElement("td");
+    td.className = "when";
     var time = document.createElement("time");
     time.setAttribute("datetime", data.created_at || "");
     showTime(time);
