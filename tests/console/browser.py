@@ -47,6 +47,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 API_KEY = "sim-api-key-7c1d"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
+DOCS = {"width": 1024, "height": 720}
 
 
 def chromium() -> str:
@@ -65,6 +66,11 @@ def chromium() -> str:
             pytest.fail(f"{reason}; JOBHOOK_REQUIRE_SERVICES=1 makes the browser tests mandatory")
         pytest.skip(reason)
     return path
+
+
+def docs_mode() -> bool:
+    """Screenshots for the docs (``JOBHOOK_CONSOLE_SHOTS`` names where), not test artefacts."""
+    return bool(os.environ.get("JOBHOOK_CONSOLE_SHOTS"))
 
 
 def shots_dir() -> Path:

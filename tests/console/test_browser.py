@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.console.browser import PHONE, World, shots_dir, world
+from tests.console.browser import DESKTOP, DOCS, PHONE, World, docs_mode, shots_dir, world
 from tests.console.support import XSS
 
 if TYPE_CHECKING:
@@ -144,28 +144,29 @@ async def _shoot(page: Page, name: str) -> None:
 
 
 async def test_screenshots_of_every_page(w: World) -> None:
-    """Desktop and phone, light and dark: the test artefacts, and the docs' images
-    (JOBHOOK_CONSOLE_SHOTS=docs/img/console)."""
+    """Desktop and phone, light and dark, as test artefacts; with JOBHOOK_CONSOLE_SHOTS set
+    (docs/img/console), the docs' smaller set: each page light at 1024 px, the jobs at phone
+    width."""
     good = w.jobs(6, metadata={"customer": "acme", "batch": "2026-11"})
     bad = w.jobs(2, outcome="failed", error_code="DOCUMENT_CORRUPT")
     await _finished(w, good + bad)
     await w.delivered(good[0], "hook", "dead")
-    for scheme in ("light", "dark"):
-        for label, viewport in (("desktop", None), ("phone", PHONE)):
-            options = {"color_scheme": scheme}
-            page = await (w.logged_in(viewport, **options) if viewport else w.logged_in(**options))
-            suffix = f"{label}-{scheme}"
-            await _shoot(page, f"jobs-{suffix}")
-            await page.goto(f"{w.url}/ui/jobs/reducto/{good[0]}")
-            await _shoot(page, f"job-{suffix}")
-            await page.goto(f"{w.url}/ui/dead")
-            await _shoot(page, f"dead-{suffix}")
-            await page.goto(f"{w.url}/ui/overview")
-            await _shoot(page, f"overview-{suffix}")
-            await page.goto(f"{w.url}/ui/live")
-            await _shoot(page, f"live-{suffix}")
-            await page.context.close()
-    login = await w.page()
+    docs = docs_mode()
+    looks = [("light", DOCS, "")] if docs else [
+        (scheme, size, f"-{label}-{scheme}")
+        for scheme in ("light", "dark") for label, size in (("desktop", DESKTOP), ("phone", PHONE))
+    ]  # fmt: skip
+    pages = [("jobs", "/ui/jobs"), ("job", f"/ui/jobs/reducto/{good[0]}"), ("dead", "/ui/dead"),
+             ("overview", "/ui/overview"), ("live", "/ui/live")]  # fmt: skip
+    for scheme, viewport, suffix in looks:
+        page = await w.logged_in(viewport, color_scheme=scheme)
+        for name, path in pages:
+            await page.goto(f"{w.url}{path}")
+            await _shoot(page, f"{name}{suffix}")
+        await page.context.close()
+    phone = await w.logged_in(PHONE)
+    await _shoot(phone, "jobs-phone" if docs else "jobs-phone-light")
+    login = await w.page(DOCS if docs else DESKTOP)
     await login.goto(f"{w.url}/ui/")
-    await _shoot(login, "login-desktop-light")
-    assert (shots_dir() / "overview-phone-dark.png").stat().st_size > 0
+    await _shoot(login, "login")
+    assert all((shots_dir() / f"{name}{looks[-1][2]}.png").stat().st_size for name, _ in pages)
