@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.console.browser import DESKTOP, DOCS, PHONE, World, docs_mode, shots_dir, world
+from tests.adminsupport import TOKEN
+from tests.console.browser import API_KEY, DESKTOP, DOCS, PHONE, World, docs_mode, shots_dir, world
 from tests.console.support import XSS
+from tests.support import SECRET
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -137,6 +139,23 @@ async def test_after_logout_every_page_redirects_to_login(w: World) -> None:
         await page.goto(f"{w.url}{path}")
         assert "/ui/login?next=" in page.url, path
         assert await page.get_by_label("Admin token").is_visible()
+
+
+async def test_no_secret_reaches_any_page(w: World) -> None:
+    (job_id,) = w.jobs(1)
+    await w.delivered(job_id, "hook", "dead")
+    page = await w.logged_in()
+    for path in ("/ui/jobs", f"/ui/jobs/reducto/{job_id}", "/ui/dead", "/ui/overview",
+                 "/ui/live", "/ui/static/console.js"):  # fmt: skip
+        await page.goto(f"{w.url}{path}")
+        html = await page.content()
+        for secret in (TOKEN, SECRET.removeprefix("whsec_"), API_KEY):
+            assert secret not in html, path
+    cookies = await page.context.cookies()
+    assert [c["name"] for c in cookies] == ["jobhook_console"]
+    assert cookies[0]["httpOnly"]
+    assert cookies[0]["sameSite"] == "Strict"
+    assert TOKEN not in cookies[0]["value"]
 
 
 async def _shoot(page: Page, name: str) -> None:
