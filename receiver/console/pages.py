@@ -7,6 +7,7 @@ the URL by a redirect, so a shared link holds only what narrows the list.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("receiver.console")
 PAGE_SIZE = 100
 FILTERS = ("source", "state", "created_after", "created_before", "metadata", "error_code",
-           "min_confidence", "field", "max_confidence")  # fmt: skip
+           "min_confidence", "field", "max_confidence", "order")  # fmt: skip
 
 
 @web.guarded
@@ -43,6 +44,8 @@ async def jobs(request: Request) -> Response:
     error = None
     try:
         where = jobroutes.filter_from(request)
+        if q.get("order") == "oldest":
+            where = dataclasses.replace(where, oldest_first=True)
         cursor = q.get("cursor")
         after = jobquery.decode_cursor(cursor) if cursor else None
         page = await jobviews.jobs_page(jobroutes.store_of(request), where, PAGE_SIZE, after)
@@ -64,7 +67,8 @@ async def jobs(request: Request) -> Response:
         states=[s.value for s in State],
         older=older,
         newest=newest if q.get("cursor") else None,
-        filtered=any(k != "cursor" for k, _ in kept),
+        filtered=any(k not in ("cursor", "order") for k, _ in kept),
+        oldest=q.get("order") == "oldest",
     )
 
 

@@ -106,6 +106,8 @@ class JobFilter:
     min_confidence: float | None = None
     error_code: str | None = None
     """The job's normalised error code, or the last failure code of any of its dispatches."""
+    oldest_first: bool = False
+    """List oldest first (keyset paging runs forward from ``after``); newest first otherwise."""
 
 
 JobKey = tuple[float, str, str]

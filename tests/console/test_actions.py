@@ -36,6 +36,18 @@ async def test_startup_logs_the_console_url(
     assert "http://127.0.0.1:8000/ui/" in out.out + out.err
 
 
+async def test_the_jobs_page_lists_oldest_first_on_request(tmp_path: Path) -> None:
+    app = create_app(admin_settings(tmp_path))
+    async with live_server(app) as url, httpx.AsyncClient(base_url=url) as c:
+        for job in ("job-a", "job-b", "job-c"):
+            await deliver(c, job)
+        await log_in(c)
+        newest = (await c.get("/ui/jobs")).text
+        oldest = (await c.get("/ui/jobs?order=oldest")).text
+    assert newest.index("job-c") < newest.index("job-b") < newest.index("job-a")
+    assert oldest.index("job-a") < oldest.index("job-b") < oldest.index("job-c")
+
+
 async def test_reprocess_is_offered_only_when_the_admin_api_has_it(tmp_path: Path) -> None:
     app = create_app(admin_settings(tmp_path))
     async with live_server(app) as url, httpx.AsyncClient(base_url=url) as c:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from receiver.models import Event, State
+from receiver.store.rows import JobFilter
 from tests.store.test_contract import SOURCE, claim_all, complete
 
 if TYPE_CHECKING:
@@ -70,3 +72,18 @@ async def test_completions_over_time_count_terminal_jobs_per_bucket(store: Store
     assert sum(b.completed for b in buckets) == 2
     assert all(b.start % 3600 == 0 for b in buckets)
     assert await store.completed_over_time(time.time() + 3600, 3600.0) == []
+
+
+async def test_jobs_are_listed_oldest_first_on_request_and_paged_forward(store: Store) -> None:
+    for n in range(5):
+        await store.ingest(
+            Event(source=SOURCE, job_id=f"job-{n}", state=State.QUEUED, provider_status="Pending",
+                  via="webhook", message_id=f"m{n}"),
+            [],
+        )  # fmt: skip
+    oldest = JobFilter(oldest_first=True)
+    first = await store.list_jobs(oldest, limit=3)
+    rest = await store.list_jobs(oldest, limit=3, after=first[-1].key)
+    assert [r.job.job_id for r in [*first, *rest]] == [f"job-{n}" for n in range(5)]
+    newest = await store.list_jobs(JobFilter(), limit=5)
+    assert [r.job.job_id for r in newest] == [f"job-{n}" for n in reversed(range(5))]
