@@ -141,6 +141,36 @@ async def test_after_logout_every_page_redirects_to_login(w: World) -> None:
         assert await page.get_by_label("Admin token").is_visible()
 
 
+async def test_times_show_in_the_browsers_zone_with_utc_on_hover(w: World) -> None:
+    (job_id,) = w.jobs(1)
+    await _finished(w, [job_id])
+    page = await w.logged_in(timezone_id="Asia/Kolkata")  # UTC+05:30 all year
+    first = page.locator("table.jobs tbody time").first
+    utc = await first.get_attribute("datetime")
+    assert utc is not None
+    title = await first.get_attribute("title")
+    assert title is not None
+    assert title.endswith("(UTC)")
+    assert title.startswith(utc[:16].replace("T", " "))
+    shown = await first.inner_text()
+    assert shown[:16] != utc[:16].replace("T", " ")  # shifted by 5:30
+    assert shown[14:16] == f"{(int(utc[14:16]) + 30) % 60:02d}"
+
+
+async def test_the_pages_work_from_the_keyboard(w: World) -> None:
+    page = await w.logged_in()
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.textContent") == "Skip to content"
+    names = []
+    for _ in range(6):
+        await page.keyboard.press("Tab")
+        names.append(await page.evaluate("document.activeElement.textContent.trim()"))
+    assert names[:6] == ["jobhook", "Jobs", "Dead letters", "Overview", "Live", "Log out"]
+    await page.keyboard.press("Shift+Tab")
+    await page.keyboard.press("Enter")  # "Live", from the keyboard
+    await page.wait_for_url("**/ui/live")
+
+
 async def test_no_secret_reaches_any_page(w: World) -> None:
     (job_id,) = w.jobs(1)
     await w.delivered(job_id, "hook", "dead")
