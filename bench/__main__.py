@@ -1,6 +1,7 @@
 """``uv run --group dev python -m bench [NAME ...]``: run the benchmarks, print tables, write JSON.
 
-Names: ingest, latency, large, poller, startup, tracing, fields (all when none is given). The ingest
+Names: ingest, latency, large, poller, startup, tracing, fields, console (all when none is
+given). The ingest
 benchmark needs wrk (``apt-get install -y wrk``; installed automatically when run as root),
 the large one curl. Figures go to bench/results/<name>.json (the latest) and a dated copy.
 """
@@ -21,6 +22,7 @@ BENCHMARKS = {
     "startup": "bench.startup",
     "tracing": "bench.tracing",
     "fields": "bench.field_stats",
+    "console": "bench.console",
 }
 
 
@@ -38,6 +40,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size-mib", type=int, default=1024, help="large: result size in MiB")
     parser.add_argument("--jobs", type=int, default=10_000, help="poller, fields: jobs")
     parser.add_argument("--window", type=float, default=60.0, help="poller: seconds measured")
+    parser.add_argument(
+        "--console-jobs", type=int, default=1_000_000, help="console: jobs in the store"
+    )
     args = parser.parse_args(argv)
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:

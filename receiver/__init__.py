@@ -5,6 +5,7 @@ below it (tests/test_layers.py keeps it so):
 
     cli          the jobhook command
     service      the composition root: app, runtime (every resource a lifespan owns), serve
+    console      the operator's web pages at /ui/, over what admin reads and does
     intake       news comes in: webhook route, fallback poller, one Ingestor   | admin | sim
     pipeline     a completion goes out: confirm, fetch the result, dispatch    | ops
     config       settings, validated once

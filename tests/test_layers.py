@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("receiver.__main__",),
     ("receiver.cli",),
     ("receiver.service",),
+    ("receiver.console",),
     ("receiver.intake", "receiver.admin", "receiver.sim"),
     ("handlers",),
     ("receiver.pipeline", "receiver.ops"),

@@ -28,10 +28,13 @@ if TYPE_CHECKING:
     from receiver.sim import Simulator
 
 
-def demo_settings(data_dir: Path, sim_url: str, secret: str, api_key: str) -> Settings:
+def demo_settings(
+    data_dir: Path, sim_url: str, secret: str, api_key: str, admin_token: str | None = None
+) -> Settings:
     return Settings.model_validate(
         {
             "data_dir": str(data_dir),
+            "server": {"admin_token": admin_token} if admin_token else {},
             "results": {"allowed_hosts": ["127.0.0.1"], "allow_http": True,
                         "allow_private_networks": True},
             "sources": {"reducto": {
@@ -72,12 +75,17 @@ def _table(sim: Simulator, app: Starlette, job_ids: list[str], started: float) -
     return table
 
 
-async def run_demo(jobs: int, drop: float, seconds: float, console: Console) -> dict[str, int]:
-    """Run the demo until every job's result is written (or ``seconds`` pass)."""
+async def run_demo(
+    jobs: int, drop: float, seconds: float, console: Console, *, ui: bool = False
+) -> dict[str, int]:
+    """Run the demo until every job's result is written (or ``seconds`` pass); with ``ui``,
+    serve the console with a one-off admin token (printed), make one job in five fail at the
+    provider, and keep serving afterwards until cancelled (Ctrl-C)."""
     from receiver.sim import Simulator, build_app
 
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
     api_key = secrets.token_urlsafe(16)
+    admin_token = secrets.token_urlsafe(24) if ui else None
     with tempfile.TemporaryDirectory(prefix="jobhook-demo-") as tmp:
         data_dir = Path(tmp)
         port = free_port()
@@ -85,9 +93,18 @@ async def run_demo(jobs: int, drop: float, seconds: float, console: Console) -> 
                         webhook_url=f"http://127.0.0.1:{port}/webhooks/reducto", duration=4.0,
                         result_bytes=512 * 1024)  # fmt: skip
         async with serving(build_app(sim)) as sim_url:
-            app = create_app(demo_settings(data_dir, sim_url, secret, api_key))
+            settings = demo_settings(data_dir, sim_url, secret, api_key, admin_token)
+            ui_url = f"http://127.0.0.1:{port}/ui/"
+            app = create_app(settings)
             async with serving(app, port=port):
-                job_ids = sim.create_jobs(jobs, result="url")
+                failing = jobs // 5 if ui else 0
+                job_ids = sim.create_jobs(jobs - failing, result="url")
+                if failing:
+                    job_ids += sim.create_jobs(failing, outcome="failed",
+                                               error_code="DOCUMENT_CORRUPT")  # fmt: skip
+                if admin_token is not None:
+                    console.print(f"Console: [bold]{ui_url}[/] "
+                                  f"(admin token: {admin_token})")  # fmt: skip
                 for job_id in job_ids:
                     await app.state.ingestor.ingest(
                         Event(source="reducto", job_id=job_id, state=State.QUEUED,
@@ -110,10 +127,16 @@ async def run_demo(jobs: int, drop: float, seconds: float, console: Console) -> 
                     "duplicates": counts["webhook", "duplicate"],
                     "results_written": sum((out / f"{j}.json").exists() for j in job_ids),
                 }
+                if admin_token is not None:
+                    console.print(f"Still serving the console at {ui_url}; "
+                                  "Ctrl-C stops the demo.")  # fmt: skip
+                    await asyncio.Event().wait()
     done = summary["results_written"] == jobs
     console.print(
         f"[bold]{'All' if done else 'Only'} {summary['results_written']}/{jobs} jobs delivered[/]: "
         f"{summary['completed_by_webhook']} by webhook, {summary['completed_by_poller']} by the "
         f"poller after {int(drop * 100)}% of webhooks were lost."
     )
+    if not ui:
+        console.print("To browse these jobs in the operator console: jobhook demo --console")
     return summary

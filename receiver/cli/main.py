@@ -78,7 +78,12 @@ simulated jobs that take up to 4 s)."""
     "--seconds", type=click.FloatRange(DEMO_MIN_SECONDS), default=90.0, show_default=True,
     help=f"Give up after this long (at least {DEMO_MIN_SECONDS:g}).",
 )  # fmt: skip
-def demo(jobs: int, drop: float, seconds: float) -> None:
+@click.option(
+    "--console", "ui", is_flag=True,
+    help="Serve the operator console (/ui/) with a one-off admin token, fail a few jobs at the "
+         "provider, and keep serving after the run until Ctrl-C.",
+)  # fmt: skip
+def demo(jobs: int, drop: float, seconds: float, ui: bool) -> None:
     """Run jobhook against a simulated provider that loses webhooks, and show what happens."""
     import asyncio
 
@@ -88,7 +93,10 @@ def demo(jobs: int, drop: float, seconds: float) -> None:
     from receiver.ops.log import configure_logging
 
     configure_logging("error", "console")
-    summary = asyncio.run(run_demo(jobs, drop, seconds, Console()))
+    try:
+        summary = asyncio.run(run_demo(jobs, drop, seconds, Console(), ui=ui))
+    except KeyboardInterrupt:
+        return  # the console was being served until Ctrl-C
     if summary["results_written"] != jobs:
         click.echo(
             f"jobhook: {jobs - summary['results_written']} job(s) not delivered within "

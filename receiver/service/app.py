@@ -15,6 +15,8 @@ from starlette.routing import Route
 
 from receiver import tracing
 from receiver.admin.routes import admin_routes
+from receiver.console.routes import console_routes
+from receiver.console.session import Sessions
 from receiver.errors import JobhookError, RejectedError, RetryableError
 from receiver.intake import direct, webhooks
 from receiver.ops import health
@@ -208,6 +210,8 @@ def create_app(
                 log.info(
                     "admin_routes_off", hint="set server.admin_token to serve /jobs and /events"
                 )
+            else:
+                log.info("console_on", url=console_url(settings))
             try:
                 yield
             finally:
@@ -223,6 +227,7 @@ def create_app(
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/openapi.json", openapi_endpoint, methods=["GET"]),
             *admin,
+            *console_routes(settings.server.admin_token),
         ],
         exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
         lifespan=_traced(tracer, lifespan),
@@ -231,4 +236,13 @@ def create_app(
     app.state.settings = settings
     app.state.sources = sources
     app.state.metrics = metrics
+    if settings.server.admin_token is not None:
+        app.state.console_sessions = Sessions(settings.server.admin_token)
     return app
+
+
+def console_url(settings: Settings) -> str:
+    """Where the console is, as logged at startup and printed by ``jobhook demo``."""
+    host = settings.server.host
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else f"[{host}]" if ":" in host else host  # noqa: S104
+    return f"http://{shown}:{settings.server.port}/ui/"

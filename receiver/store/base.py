@@ -5,15 +5,20 @@ from __future__ import annotations
 import abc
 from typing import TYPE_CHECKING
 
+from receiver.store.reprocess_contract import ReprocessContract
+
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from receiver.models import Event, IngestResult
     from receiver.store.bulk import ReplayFilter
     from receiver.store.rows import (
+        AttemptRow,
         Backlog,
         CircuitRow,
         CompletionRow,
+        DeadGroup,
+        DeadRow,
         DeliveryRow,
         DispatchRow,
         FieldStats,
@@ -23,12 +28,12 @@ if TYPE_CHECKING:
         JobListing,
         JobRow,
         JobStats,
-        ReprocessRow,
         Resolution,
+        TimeBucket,
     )
 
 
-class Store(abc.ABC):
+class Store(ReprocessContract, abc.ABC):
     """Durable state: jobs, webhook deliveries, completions and handler dispatches.
 
     Every method raises StoreUnavailableError when the backend cannot read or commit.
@@ -161,36 +166,6 @@ class Store(abc.ABC):
         short transaction: (how many were requeued, the last id looked at or None when done)."""
 
     @abc.abstractmethod
-    async def claim_reprocess(
-        self, source: str, job_id: str, owner: str, now: float, *, stale_before: float,
-        force: bool = False,
-    ) -> bool:  # fmt: skip
-        """Claim the right to submit a job again; False when it is being or was submitted, or
-        its submission's outcome is unknown (unless ``force``). A claim left ``submitting``
-        since before ``stale_before`` (its replica died) can be taken over, and so can one that
-        ``failed``."""
-
-    @abc.abstractmethod
-    async def finish_reprocess(
-        self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
-        error: str | None, unknown: bool = False,
-    ) -> None:  # fmt: skip
-        """Record a claimed submission's outcome: the new job's id, or the error (claimable
-        again; with ``unknown``, the job may exist at the provider: only ``force`` claims it)."""
-
-    @abc.abstractmethod
-    async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
-        """The reprocess link of an old job, if it was ever claimed."""
-
-    @abc.abstractmethod
-    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
-        """The link whose submission created ``new_job_id``, if any."""
-
-    @abc.abstractmethod
-    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
-        """The links of several old jobs of one source, by job id."""
-
-    @abc.abstractmethod
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         """Non-terminal jobs of ``source`` whose next poll is due, earliest first."""
 
@@ -254,6 +229,24 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def last_completion_id(self) -> int:
         """The highest completion id so far, 0 when there is none."""
+
+    @abc.abstractmethod
+    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
+        """Every handler attempt of a job's completion as it ended, oldest first."""
+
+    @abc.abstractmethod
+    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
+        """Jobs that became terminal since ``since``, per bucket of ``width`` seconds (buckets
+        with none are left out), oldest first."""
+
+    @abc.abstractmethod
+    async def dead_groups(self) -> list[DeadGroup]:
+        """Dead dispatches counted by handler and error code, most first."""
+
+    @abc.abstractmethod
+    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
+        """Up to ``limit`` dead dispatches (of ``handler``, with ``code``, when given), newest
+        first."""
 
     @abc.abstractmethod
     async def backlog(self) -> Backlog:

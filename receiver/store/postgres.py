@@ -16,6 +16,7 @@ from receiver.store.base import Store
 from receiver.store.bulk import PostgresBulk
 from receiver.store.circuit_stores import PostgresCircuits, pg_probes
 from receiver.store.field_stores import PostgresFields
+from receiver.store.history import PostgresHistory, pg_finish
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
 from receiver.store.reprocesses import PostgresReprocesses
@@ -40,7 +41,9 @@ if TYPE_CHECKING:
 _n = pg_sql.numbered
 
 
-class PostgresStore(PostgresBulk, PostgresCircuits, PostgresFields, PostgresReprocesses, Store):
+class PostgresStore(
+    PostgresBulk, PostgresCircuits, PostgresFields, PostgresReprocesses, PostgresHistory, Store
+):
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(
@@ -114,7 +117,7 @@ class PostgresStore(PostgresBulk, PostgresCircuits, PostgresFields, PostgresRepr
         error_code: str | None = None,
     ) -> None:
         params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
-        await self._db.execute(_n(sql.FINISH_DISPATCH), *params)
+        await pg_finish(self._db, _n(sql.FINISH_DISPATCH), params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
         async def op(conn: Conn) -> None:

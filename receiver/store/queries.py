@@ -140,14 +140,16 @@ ORDER BY c.id LIMIT ?
 
 
 def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple[str, list[Any]]:
-    """The keyset-paged SELECT for ``where``: newest first, ties broken by source and job id."""
+    """The keyset-paged SELECT for ``where``: newest first (or oldest first), ties broken by
+    source and job id."""
     clauses, params = job_clauses(where)
+    beyond, order = (">", "ASC") if where.oldest_first else ("<", "DESC")
     if after is not None:
-        clauses.append("(j.created_at, j.source, j.job_id) < (?, ?, ?)")
+        clauses.append(f"(j.created_at, j.source, j.job_id) {beyond} (?, ?, ?)")
         params += list(after)
     where_sql = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     query = f"""{_LISTING} {where_sql}
-    ORDER BY j.created_at DESC, j.source DESC, j.job_id DESC LIMIT ?"""
+    ORDER BY j.created_at {order}, j.source {order}, j.job_id {order} LIMIT ?"""
     return query, [*params, limit]
 
 

@@ -158,6 +158,8 @@ class JobFilter:
     field: str | None = None
     """Jobs whose result has this extracted field (with ``max_confidence``: that weak or weaker)."""
     max_confidence: float | None = None
+    oldest_first: bool = False
+    """List oldest first (keyset paging runs forward from ``after``); newest first otherwise."""
 
 
 JobKey = tuple[float, str, str]
@@ -242,3 +244,50 @@ class Backlog:
     dead: int
     oldest_pending_at: float | None
     """When the oldest completion still resolving, or dispatch still pending, was created."""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    """One handler attempt as it ended: ``succeeded``, ``retry`` (at ``next_attempt_at``) or
+    ``dead``."""
+
+    handler: str
+    attempt: int
+    outcome: str
+    error: str | None
+    error_code: str | None
+    next_attempt_at: float | None
+    ended_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class TimeBucket:
+    """Jobs that became terminal in ``[start, start + width)``, and how long they took."""
+
+    start: float
+    completed: int
+    avg_seconds: float | None
+    max_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadGroup:
+    """Dead deliveries of one handler with one error code (``unknown`` without one)."""
+
+    handler: str
+    error_code: str
+    count: int
+    last_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DeadRow:
+    """One dead delivery: the job, the handler, its attempts and its last error."""
+
+    source: str
+    job_id: str
+    handler: str
+    attempts: int
+    last_error: str | None
+    error_code: str
+    updated_at: float

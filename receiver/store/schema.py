@@ -162,4 +162,19 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reprocesses_new ON reprocesses (source, new_job_id);
     """,
+    # 10 (the console, issue 22): each handler attempt as it ended, written by the dispatcher
+    # with the dispatch's own update (never on the webhook path), for a job's timeline.
+    """
+    CREATE TABLE attempts (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        dispatch_id     INTEGER NOT NULL REFERENCES dispatches (id) ON DELETE CASCADE,
+        attempt         INTEGER NOT NULL,
+        outcome         TEXT NOT NULL,
+        error           TEXT,
+        error_code      TEXT,
+        next_attempt_at REAL,
+        ended_at        REAL NOT NULL
+    );
+    CREATE INDEX attempts_dispatch ON attempts (dispatch_id);
+    """,
 )

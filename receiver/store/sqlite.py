@@ -17,11 +17,12 @@ import aiosqlite
 import structlog
 
 from receiver.errors import StoreUnavailableError
-from receiver.store import queries, records, sql, sqlite_ops
+from receiver.store import history, queries, records, sql, sqlite_ops
 from receiver.store.base import Store
 from receiver.store.bulk import SQLiteBulk
 from receiver.store.circuit_stores import SQLiteCircuits
 from receiver.store.field_stores import SQLiteFields
+from receiver.store.history import SQLiteHistory
 from receiver.store.ownership import StoreLock
 from receiver.store.reprocesses import SQLiteReprocesses
 from receiver.store.schema import SQLITE_MIGRATIONS
@@ -50,7 +51,9 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
-class SQLiteStore(SQLiteBulk, SQLiteCircuits, SQLiteFields, SQLiteReprocesses, Store):
+class SQLiteStore(
+    SQLiteBulk, SQLiteCircuits, SQLiteFields, SQLiteReprocesses, SQLiteHistory, Store
+):
     """SQLite through aiosqlite: the default, for one process."""
 
     def __init__(self, path: Path, *, batch_max: int = 512, offload_at: int = OFFLOAD_AT) -> None:
@@ -178,7 +181,7 @@ class SQLiteStore(SQLiteBulk, SQLiteCircuits, SQLiteFields, SQLiteReprocesses, S
         error_code: str | None = None,
     ) -> None:
         params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
-        await self._write_sync(sqlite_ops.execute, sql.FINISH_DISPATCH, params)
+        await self._write_sync(history.finish_sync, sql.FINISH_DISPATCH, params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
         await self._write_sync(sqlite_ops.renew, owner, lease_until)

@@ -1,0 +1,88 @@
+"""Dead letters: deliveries that gave up, grouped by handler and error code, and their batch
+replay by the current filter - a dry-run count first, then a confirmation that requeues them
+in the admin API's chunks (``receiver.admin.bulk.requeue``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+import structlog
+from starlette.responses import PlainTextResponse, RedirectResponse
+
+from receiver.admin import bulk
+from receiver.admin import jobs as jobroutes
+from receiver.admin import query as jobquery
+from receiver.console import web
+from receiver.errors import RejectedError
+from receiver.store.bulk import ReplayFilter
+from receiver.store.rows import JobFilter
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+log = structlog.get_logger("receiver.console")
+LIST_SIZE = 100
+UNKNOWN = "unknown"  # the group of dead deliveries that carry no error code
+
+
+def _selection(values: dict[str, str]) -> tuple[str | None, str | None]:
+    handler = values.get("handler") or None
+    code = values.get("error_code") or None
+    if code is not None:
+        code = jobquery.parse_code(code)
+    return handler, code
+
+
+def replay_filter(handler: str | None, code: str | None) -> ReplayFilter:
+    """The bulk replay's filter: dead dispatches of ``handler`` in jobs failing with ``code``."""
+    jobs = JobFilter(error_code=None if code in (None, UNKNOWN) else code)
+    return ReplayFilter(jobs, "dead", handler, None)
+
+
+@web.guarded
+async def dead(request: Request) -> Response:
+    store = jobroutes.store_of(request)
+    try:
+        handler, code = _selection(dict(request.query_params))
+    except RejectedError as exc:
+        return PlainTextResponse(exc.detail, status_code=400)
+    return web.render(
+        request,
+        "dead.html",
+        groups=await store.dead_groups(),
+        rows=await store.dead_list(handler, code, LIST_SIZE),
+        handler=handler or "",
+        code=code or "",
+        confirm=None,
+    )
+
+
+@web.guarded
+async def replay(request: Request) -> Response:
+    form = await web.checked_form(request)
+    if form is None:
+        return PlainTextResponse("the form's CSRF token is missing or wrong", status_code=403)
+    try:
+        handler, code = _selection(form)
+    except RejectedError as exc:
+        return PlainTextResponse(exc.detail, status_code=400)
+    store = jobroutes.store_of(request)
+    f = replay_filter(handler, code)
+    if form.get("confirm") != "yes":
+        return web.render(
+            request,
+            "dead.html",
+            groups=await store.dead_groups(),
+            rows=await store.dead_list(handler, code, LIST_SIZE),
+            handler=handler or "",
+            code=code or "",
+            confirm=await store.count_replayable(f),
+        )
+    requeued, _ = await bulk.requeue(store, f)
+    if requeued:
+        request.app.state.runtime.dispatcher.wake()
+    log.info("jobs_replayed", requeued=requeued, handler=handler, error_code=code, via="console")
+    back = urlencode({k: v for k, v in (("handler", handler), ("error_code", code)) if v})
+    return RedirectResponse(f"/ui/dead?{back}&done=replayed&n={requeued}", status_code=303)

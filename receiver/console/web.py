@@ -1,0 +1,187 @@
+"""What every console page shares: the templates (autoescaped), the security headers, and the
+guard that sends a browser without a valid session to the login page.
+
+Every response under ``/ui/`` carries a Content-Security-Policy that allows scripts from the
+console's own files only (no inline script), forbids framing, and allows the one inline style
+block of the login page through a nonce made for that response.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote
+
+import jinja2
+from starlette.datastructures import MutableHeaders
+from starlette.responses import RedirectResponse
+from starlette.templating import Jinja2Templates
+
+from receiver.console.session import COOKIE
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Mapping
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from receiver.console.session import Session, Sessions
+
+    Page = Callable[[Request], Awaitable[Response]]
+
+MAX_FORM = 16 * 1024
+HERE = Path(__file__).parent
+STATIC = HERE / "static"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'nonce-{nonce}'; "
+    "img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'"
+)
+
+
+def _when(at: float | str | None) -> str:
+    """ISO 8601 UTC text for ``<time datetime>`` (the page's script shows it in local time)."""
+    if at is None:
+        return ""
+    if isinstance(at, str):
+        return at
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
+
+
+def _short(at: float | str | None) -> str:
+    """What a ``<time>`` shows before the script runs (and without it): UTC, to the second."""
+    text = _when(at)
+    return text[:19].replace("T", " ") + " UTC" if text else "—"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,  # every value, in every template, whatever its file name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(when=_when, short=_short, q=lambda s: quote(str(s), safe=""))
+    return env
+
+
+templates = Jinja2Templates(env=_environment())
+
+
+class SecurityHeaders:
+    """ASGI middleware: the CSP (with a fresh style nonce), no framing, no sniffing, no caching."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        nonce = secrets.token_urlsafe(16)
+        scope.setdefault("state", {})["csp_nonce"] = nonce
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["Content-Security-Policy"] = CSP.format(nonce=nonce)
+                headers["X-Frame-Options"] = "DENY"
+                headers["X-Content-Type-Options"] = "nosniff"
+                headers["Referrer-Policy"] = "no-referrer"
+                headers.setdefault("Cache-Control", "no-store")
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+def sessions_of(request: Request) -> Sessions:
+    found: Sessions = request.app.state.console_sessions
+    return found
+
+
+def session_of(request: Request) -> Session | None:
+    return sessions_of(request).check(request.cookies.get(COOKIE))
+
+
+def to_login(request: Request) -> RedirectResponse:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/ui/login?next={quote(target, safe='')}", status_code=303)
+
+
+def guarded(page: Page) -> Page:
+    """``page`` for a logged-in browser; a POST must also carry the session's CSRF token
+    (checked in the page, once it has read its form) - see ``checked_form``."""
+
+    @functools.wraps(page)
+    async def guard(request: Request) -> Response:
+        session = session_of(request)
+        if session is None:
+            return to_login(request)
+        request.state.session = session
+        return await page(request)
+
+    return guard
+
+
+async def form_of(request: Request) -> dict[str, str]:
+    """A POSTed urlencoded form (every console form is one), first value of each name; empty
+    when the body is another type or too big. (No multipart parser needed: no form uploads.)"""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    body = await request.body()
+    if kind != "application/x-www-form-urlencoded" or len(body) > MAX_FORM:
+        return {}
+    try:
+        pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=32)
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    values: dict[str, str] = {}
+    for key, value in pairs:
+        values.setdefault(key, value)
+    return values
+
+
+async def checked_form(request: Request) -> dict[str, str] | None:
+    """The POSTed form when its CSRF token is this session's, else None (the caller answers
+    403 and changes nothing)."""
+    values = await form_of(request)
+    if not sessions_of(request).csrf_matches(request.state.session, values.get("csrf")):
+        return None
+    return values
+
+
+NOTICES = {
+    "replayed": "Queued {n} deliveries again.",
+    "reprocessed": "Submitted the job to its provider again.",
+    "logged_out": "Logged out.",
+}
+
+
+def notice(query: Mapping[str, str]) -> str | None:
+    """The notice a redirect after an action asks for: one of ``NOTICES``, never free text
+    from the URL (a link could otherwise make the console say anything)."""
+    template = NOTICES.get(query.get("done", ""))
+    count = query.get("n", "0")
+    n = int(count) if count.isdigit() and len(count) < 10 else 0
+    return None if template is None else template.format(n=n)
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+    """A page from its template, with what every page needs: the CSRF token, the nav, the nonce."""
+    session = getattr(request.state, "session", None)
+    context.setdefault("message", notice(request.query_params))
+    return templates.TemplateResponse(
+        request,
+        name,
+        {
+            "csrf": sessions_of(request).csrf(session) if session is not None else "",
+            "nonce": request.state.csp_nonce,
+            "path": request.url.path,
+            **context,
+        },
+        status_code=status_code,
+    )

@@ -1,0 +1,128 @@
+"""What the operator console reads besides the admin API's queries: each handler attempt as it
+ended (the ``attempts`` table the dispatcher's ``finish_dispatch`` writes), completions over
+time, and dead deliveries grouped and listed.
+
+An attempt row is written in the same transaction as the dispatch's own update, by the
+dispatcher, never on the webhook path. Times are Unix seconds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from receiver.store.pg_sql import numbered
+from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, TimeBucket
+
+if TYPE_CHECKING:
+    import sqlite3
+    from collections.abc import Sequence
+
+    from receiver.store.pg_pool import Conn, PgPool
+
+# Before the dispatch's UPDATE (which clears its lease): the attempt that is ending, if the
+# caller still holds the lease; ``attempts`` already counts it (a claim increments it).
+RECORD_ATTEMPT = """
+INSERT INTO attempts (dispatch_id, attempt, outcome, error, error_code, next_attempt_at, ended_at)
+SELECT id, attempts, ?, ?, ?, ?, ? FROM dispatches WHERE id = ? AND lease_owner = ?
+"""
+ATTEMPTS_FOR = """
+SELECT d.handler, a.attempt, a.outcome, a.error, a.error_code, a.next_attempt_at, a.ended_at
+FROM attempts a JOIN dispatches d ON d.id = a.dispatch_id
+JOIN completions c ON c.id = d.completion_id
+WHERE c.source = ? AND c.job_id = ? ORDER BY a.ended_at, a.id
+"""
+# Terminal jobs per bucket of ``width`` seconds: how many, and created-to-terminal seconds.
+# (SQLite's CAST truncates, which is floor for these positive times; PostgreSQL's rounds.)
+_COMPLETED_OVER_TIME = """
+SELECT {bucket} AS b, count(*),
+       avg(terminal_at - created_at), max(terminal_at - created_at)
+FROM jobs WHERE terminal_at IS NOT NULL AND terminal_at >= ?
+GROUP BY b ORDER BY b
+"""
+COMPLETED_OVER_TIME = _COMPLETED_OVER_TIME.format(bucket="CAST(terminal_at / ? AS INTEGER)")
+PG_COMPLETED_OVER_TIME = numbered(_COMPLETED_OVER_TIME.format(bucket="floor(terminal_at / ?)"))
+_DEAD_WHERE = """d.state = 'dead' AND (CAST(? AS TEXT) IS NULL OR d.handler = ?)
+  AND (CAST(? AS TEXT) IS NULL OR coalesce(d.error_code, 'unknown') = ?)"""
+DEAD_GROUPS = """
+SELECT d.handler, coalesce(d.error_code, 'unknown'), count(*), max(d.updated_at)
+FROM dispatches d WHERE d.state = 'dead'
+GROUP BY d.handler, coalesce(d.error_code, 'unknown') ORDER BY count(*) DESC, d.handler
+"""
+DEAD_LIST = f"""
+SELECT c.source, c.job_id, d.handler, d.attempts, d.last_error,
+       coalesce(d.error_code, 'unknown'), d.updated_at
+FROM dispatches d JOIN completions c ON c.id = d.completion_id
+WHERE {_DEAD_WHERE}
+ORDER BY d.updated_at DESC, d.id DESC LIMIT ?
+"""  # noqa: S608
+
+
+def record_params(finish: Sequence[Any]) -> tuple[Any, ...]:
+    """The attempt's values from ``records.finish_params``' tuple
+    (state, next_attempt_at, error, code, at, finished, dispatch_id, owner)."""
+    state, next_at, error, code, at, _, dispatch_id, owner = finish
+    outcome = "retry" if state == "pending" else state
+    return (outcome, error, code, next_at, at, dispatch_id, owner)
+
+
+def _dead_params(handler: str | None, code: str | None, limit: int) -> tuple[Any, ...]:
+    return (handler, handler, code, code, limit)
+
+
+def finish_sync(db: sqlite3.Connection, finish_sql: str, finish: Sequence[Any]) -> None:
+    """The attempt's row, then the dispatch's update, in the writer's transaction."""
+    db.execute(RECORD_ATTEMPT, record_params(finish))
+    db.execute(finish_sql, finish)
+
+
+class SQLiteHistory:
+    """The console's reads through the SQLite store's reader."""
+
+    if TYPE_CHECKING:
+
+        async def _read(self, query: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
+        return [AttemptRow(*r) for r in await self._read(ATTEMPTS_FOR, (source, job_id))]
+
+    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
+        rows = await self._read(COMPLETED_OVER_TIME, (width, since))
+        return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
+
+    async def dead_groups(self) -> list[DeadGroup]:
+        return [DeadGroup(*r) for r in await self._read(DEAD_GROUPS)]
+
+    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
+        rows = await self._read(DEAD_LIST, _dead_params(handler, code, limit))
+        return [DeadRow(*r) for r in rows]
+
+
+class PostgresHistory:
+    """The console's reads from the shared PostgreSQL store."""
+
+    _db: PgPool
+
+    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
+        rows = await self._db.fetch(numbered(ATTEMPTS_FOR), source, job_id)
+        return [AttemptRow(*r) for r in rows]
+
+    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
+        rows = await self._db.fetch(PG_COMPLETED_OVER_TIME, width, since)
+        return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
+
+    async def dead_groups(self) -> list[DeadGroup]:
+        return [DeadGroup(*r) for r in await self._db.fetch(DEAD_GROUPS)]
+
+    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
+        rows = await self._db.fetch(numbered(DEAD_LIST), *_dead_params(handler, code, limit))
+        return [DeadRow(*r) for r in rows]
+
+
+async def pg_finish(db: PgPool, finish_sql: str, finish: Sequence[Any]) -> None:
+    """The attempt's row, then the dispatch's update, in one transaction."""
+
+    async def op(conn: Conn) -> None:
+        await conn.execute(numbered(RECORD_ATTEMPT), *record_params(finish))
+        await conn.execute(finish_sql, *finish)
+
+    await db.transaction(op)
