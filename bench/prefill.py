@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -105,10 +106,17 @@ def ensure_prefilled(path: Path, jobs: int = 1_000_000) -> Path:
 
 
 def copy_store(db: Path, to: Path) -> Path:
-    """A working copy of a prefilled store (the original stays as loaded)."""
+    """A working copy of a prefilled store (the original stays as loaded), on disk before this
+    returns: a gigabyte of dirty pages written back during the first round would queue the
+    store's fsyncs behind it (177 req/s instead of 3,200 in one run)."""
     for stale in (to, *_companions(to)):
         stale.unlink(missing_ok=True)
     shutil.copyfile(db, to)
+    fd = os.open(to, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return to
 
 
