@@ -135,14 +135,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             count = int(best["jobhook"] * 60 * HEADROOM) + 1000
             figures = _measure(jobhook, work / "req", f"s{minute}", count, args, 60)
             figures["store_bytes"] = _sqlite_size(db)
-            figures["wal_bytes"] = (
-                _sqlite_size(Path(f"{db}-wal")) if Path(f"{db}-wal").exists() else 0
-            )
+            wal = Path(f"{db}-wal")
+            figures["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
             sustained.append(figures)
             report.console.print(
                 f"  sustained minute {minute + 1}/{args.sustain_minutes}: "
                 f"{figures['rps']:,.0f} req/s, p99 {figures['p99_us'] / 1000:.1f} ms, "
-                f"store {figures['store_bytes'] / 1e6:,.0f} MB, load {figures['load_average']}"
+                f"store {figures['store_bytes'] / 1e6:,.0f} MB "
+                f"(WAL {figures['wal_bytes'] / 1e6:,.0f}), load {figures['load_average']}"
             )
     sizes["jobhook"]["after"] = _sqlite_size(db)
     if pg is not None:
