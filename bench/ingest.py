@@ -78,6 +78,7 @@ def _sqlite_size(db: Path) -> int:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     wrk.require_wrk()
+    measured_on = ingest_report.commit()  # now: the services start from this code
     work = procs.workdir("ingest")
     notes: list[str] = []
     jobs = args.prefill if args.prefill is not None else (
@@ -148,7 +149,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if pg is not None:
         sizes["jobhook-pg"]["after"] = _pg_size()
     return ingest_report.summarise(
-        rounds, sustained, sizes, notes, args, jobs, workload.DESCRIPTION[args.workload]
+        rounds,
+        sustained,
+        sizes,
+        notes,
+        args,
+        jobs,
+        workload.DESCRIPTION[args.workload],
+        measured_on,
     )
 
 

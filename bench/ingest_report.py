@@ -48,13 +48,13 @@ def summarise(
     args: argparse.Namespace,
     jobs: int,
     description: str,
+    measured_on: str,
 ) -> dict[str, Any]:
     med = {
         name: {key: report.median([r[key] for r in runs]) for key in KEYS}
         | {key: sum(r[key] for r in runs) for key in ("non2xx", "socket_errors", "wraps")}
         for name, runs in rounds.items()
     }
-    measured_on = commit()
     report.console.print(
         f"workload ({args.workload}): {description}; store prefilled with {jobs:,} jobs; "
         f"{args.connections} connections, {args.rounds} rounds x {args.seconds:g} s, medians; "
