@@ -1,9 +1,10 @@
 """``uv run --group dev python -m bench [NAME ...]``: run the benchmarks, print tables, write JSON.
 
 Names: ingest, latency, large, poller, startup, tracing, fields, console (all when none is
-given). The ingest
-benchmark needs wrk (``apt-get install -y wrk``; installed automatically when run as root),
-the large one curl. Figures go to bench/results/<name>.json (the latest) and a dated copy.
+given). The ingest benchmark needs wrk and adnanh/webhook (``apt-get install -y wrk webhook``;
+installed automatically when run as root), the large one curl; ``ingest --quick`` is its short
+form.
+Figures go to bench/results/<name>.json (the latest) and a dated copy.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 import importlib
 import time
 
-from bench import report
+from bench import report, workload
 
 BENCHMARKS = {
     "ingest": "bench.ingest",
@@ -35,6 +36,25 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per figure (medians)")
     parser.add_argument("--seconds", type=float, default=10.0, help="ingest: seconds per round")
     parser.add_argument("--connections", type=int, default=32, help="ingest: connections")
+    parser.add_argument(
+        "--workload", choices=workload.WORKLOADS, default="realistic",
+        help="ingest: realistic (random ids, retries, InProgress updates, 1M-job store) or "
+        "sequential (the old one: tag-0000001..., an empty store)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--prefill", type=int, default=None, metavar="JOBS",
+        help="ingest: jobs in the store before the run (default 1,000,000 realistic, 0 sequential)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sustain-minutes", type=int, default=10,
+        help="ingest: minutes of sustained load on jobhook (SQLite) after the rounds (0: none)",
+    )  # fmt: skip
+    parser.add_argument("--no-postgres", action="store_true", help="ingest: no PostgreSQL row")
+    parser.add_argument("--floor", action="store_true", help="ingest: add the floor's row")
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="ingest: 2 rounds of 5 s and no sustained load (a few minutes on a loaded store)",
+    )  # fmt: skip
     parser.add_argument("--rate", type=float, default=500.0, help="latency: webhooks per second")
     parser.add_argument("--webhooks", type=int, default=10_000, help="latency: webhooks per round")
     parser.add_argument("--size-mib", type=int, default=1024, help="large: result size in MiB")
@@ -44,6 +64,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--console-jobs", type=int, default=1_000_000, help="console: jobs in the store"
     )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.seconds, args.sustain_minutes = 2, 5.0, 0
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")

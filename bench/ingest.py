@@ -1,195 +1,190 @@
-"""Ingest: signed webhooks at fixed concurrency, jobhook beside a bare endpoint on its stack.
+"""Ingest: signed webhooks at fixed concurrency, jobhook beside its anchors, in the same run.
 
-Every request is a distinct terminal Reducto webhook (``Completed``, a new message id and a
-new job id), so each one is verified, parsed and stored in one group-committed transaction
-(delivery + job + completion rows, fsync'd) before its 2xx. The source has no job API and no
-handler is configured, so nothing runs after the commit and the figures are the intake's own.
-The bare Starlette endpoint (bench.bare) runs on the same server stack with the same worker
-count. Two more anchors place the write: the floor (bench.floor), the same stack with only what
-the target asks for, a svix verification and one group-committed, de-duplicated SQLite insert;
-and nullstore (bench.nullstore), jobhook itself on a store that stores nothing, the ceiling of
-every other part of the intake. The four are measured in turn, round by round (the order
-rotates), and compared by their medians.
+The default workload is the realistic one (``bench.workload``): random job and message ids in
+the providers' shapes, ~5 % Svix retries, ~10 % InProgress updates before their terminal event,
+Reducto-shaped bodies with metadata, into a store that already holds a month of traffic
+(1,000,000 jobs, ``bench.prefill``; PostgreSQL: ``bench.prefill_pg``), copied afresh for the
+run. ``--workload sequential`` is the old one (``tag-0000001``..., unique terminal webhooks,
+an empty store). No handler is configured, so nothing runs after the commit.
+
+Rows, each driven by wrk with the same connections and the same request files' shape:
+bare Starlette (``bench.bare``, the ratios' denominator); bare + svix verification
+(``bench.bare_verify``, the practical ceiling); adnanh/webhook (``bench.adnanh``, a Go
+receiver that stores nothing); nullstore (``bench.nullstore``: jobhook whose store executes
+nothing, the ceiling of everything but the write); jobhook on SQLite; jobhook on PostgreSQL
+(when the server and the ``postgres`` extra are there); the floor (``bench.floor``) with
+``--floor``. They take turns round by round (the order rotates) and are compared by medians.
+``--sustain-minutes`` then drives jobhook on SQLite alone, a minute at a time, to show whether
+its rate holds as the store and its WAL grow.
 """
 
 from __future__ import annotations
 
-import sqlite3
+import contextlib
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench import procs, report, signing, wrk
+from bench import adnanh, ingest_report, procs, report, signing, workload, wrk
+from bench.prefill import CACHE, copy_store, ensure_prefilled
 
 if TYPE_CHECKING:
     import argparse
-    from pathlib import Path
 
-TARGET_RATIO = 0.50
-TARGET_P99_MS = 10.0
-HEADROOM = 1.5  # requests written per round, over the fastest rate seen so far
+HEADROOM = 1.5  # requests written per round, over the fastest rate the endpoint has shown
 
 
 def _measure(
-    service: procs.Service, prefix: Path, tag: str, count: int, args: argparse.Namespace
-) -> dict[str, Any]:
-    signing.write_requests(prefix, tag, count, wrk.THREADS)
+    service: procs.Service, prefix: Path, tag: str, count: int, args: argparse.Namespace,
+    seconds: float | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """One wrk run of ``seconds`` (default ``args.seconds``) on fresh requests of the workload."""
+    seconds = args.seconds if seconds is None else seconds
+    kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, args.workload)
     cpu = service.cpu_seconds()
-    figures = wrk.run(
-        service.url + "/webhooks/reducto", prefix, connections=args.connections,
-        seconds=args.seconds,
-    )  # fmt: skip
+    load = os.getloadavg()[0]
+    figures = wrk.run(service.url + "/webhooks/reducto", prefix, connections=args.connections,
+                      seconds=seconds)  # fmt: skip
     figures["cpu_us_per_request"] = (service.cpu_seconds() - cpu) / figures["requests"] * 1e6
-    # When wrk runs out of requests it starts over: a repeat is a 2xx duplicate, no new row.
-    figures["acked_ids"] = min(figures["ok"], count)
+    figures["load_average"] = round((load + os.getloadavg()[0]) / 2, 2)
+    figures["kinds"] = kinds
     return figures
 
 
-def _stored(db: Path) -> int:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-        (count,) = conn.execute("SELECT count(*) FROM deliveries").fetchone()
-    return int(count)
+def _postgres(work: Path, port: int, jobs: int) -> tuple[procs.Service | None, str]:
+    """jobhook on a fresh copy of the prefilled PostgreSQL database; or None and why not."""
+    try:
+        import asyncpg  # type: ignore[import-untyped]  # noqa: F401
+
+        from bench import prefill_pg
+
+        if jobs:
+            prefill_pg.ensure_pg_prefilled(jobs)
+            url = prefill_pg.fresh_database()
+        else:
+            url = prefill_pg.empty_database()
+    except Exception as exc:  # no extra, no server: the row is left out, and said so
+        return None, f"PostgreSQL row left out: {type(exc).__name__}: {exc}"
+    directory = work / "pg"
+    directory.mkdir()
+    config = procs.jobhook_config(directory, port, store_url=url)
+    return procs.jobhook(directory, config, port, name="jobhook-pg"), url
+
+
+def _sqlite_size(db: Path) -> int:
+    return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     wrk.require_wrk()
+    measured_on = ingest_report.commit()  # now: the services start from this code
     work = procs.workdir("ingest")
-    port, bare_port, floor_port = procs.free_port(), procs.free_port(), procs.free_port()
-    config = procs.jobhook_config(work, port)
-    jobhook = procs.jobhook(work, config, port)
-    bare = procs.bare(work, bare_port)
+    notes: list[str] = []
+    jobs = args.prefill if args.prefill is not None else (
+        1_000_000 if args.workload == "realistic" else 0)  # fmt: skip
+    db = work / "jobhook.db"
+    if jobs:
+        copy_store(ensure_prefilled(CACHE / f"jobhook-{jobs}.db", jobs), db)
+    services = [procs.bare(work), _verify(work)]
+    exe = adnanh.binary()
+    if exe:
+        services.append(adnanh.service(work, procs.free_port(), exe))
+    else:
+        notes.append("adnanh/webhook row left out: no `webhook` binary (apt-get install webhook)")
     null_port, null_dir = procs.free_port(), work / "nullstore"
     null_dir.mkdir()
-    nullstore = procs.nullstore(work, procs.jobhook_config(null_dir, null_port), null_port)
-    (work / "floor.db").unlink(missing_ok=True)
-    floor_argv = [sys.executable, "-m", "bench.floor", str(floor_port), str(work / "floor.db")]
-    floor = procs.Service("floor", floor_argv, floor_port, work / "floor.log")
-    services = (bare, nullstore, floor, jobhook)
+    services.append(procs.nullstore(work, procs.jobhook_config(null_dir, null_port), null_port))
+    port = procs.free_port()
+    jobhook = procs.jobhook(work, procs.jobhook_config(work, port), port)
+    services.append(jobhook)
+    pg, pg_url = (None, "skipped (--no-postgres)") if args.no_postgres else _postgres(
+        work, procs.free_port(), jobs)  # fmt: skip
+    if pg is None:
+        notes.append(pg_url)
+    else:
+        services.append(pg)
+    if args.floor:
+        floor_port = procs.free_port()
+        floor_argv = [sys.executable, "-m", "bench.floor", str(floor_port), str(work / "floor.db")]
+        services.append(procs.Service("floor", floor_argv, floor_port, work / "floor.log"))
+    sizes: dict[str, dict[str, int]] = {"jobhook": {"before": _sqlite_size(db) if jobs else 0}}
+    if pg is not None:
+        sizes["jobhook-pg"] = {"before": _pg_size()}
     rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in services}
-    sent_ok = 0
-    with procs.running(*services):
-        best = 0.0
-        for service in services:  # warm-up, not counted
-            warm = _measure(service, work / "req", f"warm-{service.name}", 20_000,
-                            _short(args))  # fmt: skip
-            best = max(best, warm["rps"])
-            sent_ok += warm["acked_ids"] if service is jobhook else 0
+    sustained: list[dict[str, Any]] = []
+    ready = {s.name: ("/" if s.name == "adnanh" else "/readyz") for s in services}
+    with _running(services, ready):
+        best: dict[str, float] = {}
+        for service in services:  # warm-up, not counted; also learns each one's rate
+            warm = _measure(service, work / "req", f"warm-{service.name}", 20_000, args, 3)
+            best[service.name] = warm["rps"]
         for n in range(args.rounds):
             order = services[n % len(services) :] + services[: n % len(services)]
             for service in order:
-                count = int(best * args.seconds * HEADROOM) + 1000
-                figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args)
-                best = max(best, figures["rps"])
+                count = int(best[service.name] * args.seconds * HEADROOM) + 1000
+                figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args,
+                                   args.seconds)  # fmt: skip
+                best[service.name] = max(best[service.name], figures["rps"])
                 rounds[service.name].append(figures)
-                if service is jobhook:
-                    sent_ok += figures["acked_ids"]
                 report.console.print(
                     f"  round {n + 1}/{args.rounds} {service.name}: {figures['rps']:,.0f} req/s, "
-                    f"p99 {figures['p99_us'] / 1000:.1f} ms"
+                    f"p99 {figures['p99_us'] / 1000:.1f} ms, load {figures['load_average']}"
                 )
-    stored = _stored(work / "jobhook.db")
-    return _summarise(rounds, stored, sent_ok, args)
+        sizes["jobhook"]["after_rounds"] = _sqlite_size(db)
+        for minute in range(args.sustain_minutes):
+            count = int(best["jobhook"] * 60 * HEADROOM) + 1000
+            figures = _measure(jobhook, work / "req", f"s{minute}", count, args, 60)
+            figures["store_bytes"] = _sqlite_size(db)
+            wal = Path(f"{db}-wal")
+            figures["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
+            sustained.append(figures)
+            report.console.print(
+                f"  sustained minute {minute + 1}/{args.sustain_minutes}: "
+                f"{figures['rps']:,.0f} req/s, p99 {figures['p99_us'] / 1000:.1f} ms, "
+                f"store {figures['store_bytes'] / 1e6:,.0f} MB "
+                f"(WAL {figures['wal_bytes'] / 1e6:,.0f}), load {figures['load_average']}"
+            )
+    sizes["jobhook"]["after"] = _sqlite_size(db)
+    if pg is not None:
+        sizes["jobhook-pg"]["after"] = _pg_size()
+    return ingest_report.summarise(
+        rounds,
+        sustained,
+        sizes,
+        notes,
+        args,
+        jobs,
+        workload.DESCRIPTION[args.workload],
+        measured_on,
+    )
 
 
 def _short(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` with 3-second rounds (bench.tracing's warm-up)."""
     import argparse
 
     return argparse.Namespace(**{**vars(args), "seconds": 3})
 
 
-def _summarise(
-    rounds: dict[str, list[dict[str, Any]]], stored: int, sent_ok: int, args: argparse.Namespace
-) -> dict[str, Any]:
-    med = {
-        name: {
-            key: report.median([r[key] for r in runs])
-            for key in ("rps", "p50_us", "p99_us", "cpu_us_per_request")
-        }
-        | {key: sum(r[key] for r in runs) for key in ("non2xx", "socket_errors", "wraps")}
-        for name, runs in rounds.items()
-    }
-    ratio = med["jobhook"]["rps"] / med["bare"]["rps"]
-    floor_ratio = med["floor"]["rps"] / med["bare"]["rps"]
-    null_ratio = med["nullstore"]["rps"] / med["bare"]["rps"]
-    # The service time of one webhook at saturation (1 / throughput), in microseconds: what
-    # the target allows, what jobhook takes without its write, and what the write adds.
-    budget_us = 1e6 / (TARGET_RATIO * med["bare"]["rps"])
-    null_us = 1e6 / med["nullstore"]["rps"]
-    write_us = 1e6 / med["jobhook"]["rps"] - null_us
-    p99_ms = med["jobhook"]["p99_us"] / 1000
-    rows = [
-        [
-            name,
-            m["rps"],
-            m["p50_us"] / 1000,
-            m["p99_us"] / 1000,
-            m["non2xx"],
-            m["socket_errors"],
-            m["cpu_us_per_request"],
-        ]
-        for name, m in med.items()
-    ]
-    report.show(
-        f"ingest: {args.connections} connections, {args.rounds} rounds x {args.seconds:g} s "
-        "(medians)",
-        ["endpoint", "req/s", "p50 ms", "p99 ms", "non-2xx", "socket err", "CPU us/req"],
-        rows,
-    )
-    report.show(
-        "ingest targets",
-        ["target", "measured", "verdict"],
-        [
-            [
-                f"jobhook >= {TARGET_RATIO:.2f} x bare req/s",
-                f"{ratio:.2f}",
-                report.verdict(ratio >= TARGET_RATIO),
-            ],
-            [
-                f"jobhook p99 <= {TARGET_P99_MS:g} ms",
-                f"{p99_ms:.1f} ms",
-                report.verdict(p99_ms <= TARGET_P99_MS),
-            ],
-            [
-                "(nullstore: jobhook storing nothing, x bare)",
-                f"{null_ratio:.2f}, p99 {med['nullstore']['p99_us'] / 1000:.1f} ms",
-                "reference",
-            ],
-            [
-                "(time per webhook the target leaves for the write)",
-                f"{budget_us - null_us:,.0f} us; the write takes {write_us:,.0f} us",
-                "",
-            ],
-            [
-                "(the floor: verify + one durable insert, x bare)",
-                f"{floor_ratio:.2f}, p99 {med['floor']['p99_us'] / 1000:.1f} ms",
-                "reference",
-            ],
-            [
-                "(jobhook x the floor)",
-                f"{med['jobhook']['rps'] / med['floor']['rps']:.2f}",
-                "",
-            ],
-            [
-                "every 2xx durably stored (rows / 2xx)",
-                f"{stored:,} / {sent_ok:,}",
-                report.verdict(stored >= sent_ok),
-            ],
-        ],
-    )
-    return {
-        "events": "terminal (Reducto 'Completed'), unique message and job ids",
-        "connections": args.connections,
-        "rounds": rounds,
-        "medians": med,
-        "ratio": ratio,
-        "floor_ratio": floor_ratio,
-        "nullstore_ratio": null_ratio,
-        "write_budget_us": budget_us - null_us,
-        "write_us": write_us,
-        "stored": stored,
-        "acknowledged": sent_ok,
-        "targets": {
-            "ratio": ratio >= TARGET_RATIO,
-            "p99": p99_ms <= TARGET_P99_MS,
-            "stored": stored >= sent_ok,
-        },
-    }
+def _verify(work: Path) -> procs.Service:
+    port = procs.free_port()
+    argv = [sys.executable, "-m", "bench.bare_verify", str(port)]
+    return procs.Service("bare+verify", argv, port, work / "bare_verify.log")
+
+
+def _pg_size() -> int:
+    from bench import prefill_pg
+
+    return prefill_pg.database_size()
+
+
+@contextlib.contextmanager
+def _running(services: list[procs.Service], ready: dict[str, str]) -> Any:
+    try:
+        for service in services:
+            service.start().wait_ready(ready[service.name], timeout=120)
+        yield
+    finally:
+        for service in reversed(services):
+            service.stop()

@@ -52,10 +52,13 @@ def jobhook_config(
     poll: dict[str, Any] | None = None,
     handlers: Sequence[dict[str, Any]] = (),
     admin_token: str | None = None,
+    store_url: str | None = None,
 ) -> Path:
-    """A jobhook.toml with one Reducto source (secret and key from the environment)."""
+    """A jobhook.toml with one Reducto source (secret and key from the environment); its
+    store is ``directory``/jobhook.db unless ``store_url`` names another."""
     lines = [
         f'data_dir = "{directory}"',
+        *(["[store]", f'url = "{store_url}"'] if store_url else []),
         "[server]",
         'host = "127.0.0.1"',
         f"port = {port}",

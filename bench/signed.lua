@@ -65,8 +65,8 @@ function done(summary, latency, requests)
   io.write(string.format(
     'BENCH_JSON {"requests": %d, "duration_us": %d, "ok": %d, "non2xx": %d, "wraps": %d, ' ..
     '"socket_errors": %d, "timeouts": %d, "p50_us": %d, "p90_us": %d, "p99_us": %d, ' ..
-    '"max_us": %d, "mean_us": %.1f, "codes": "%s"}\n',
+    '"p999_us": %d, "max_us": %d, "mean_us": %.1f, "codes": "%s"}\n',
     summary.requests, summary.duration, ok_total, other_total, wraps_total,
     e.connect + e.read + e.write, e.timeout, latency:percentile(50), latency:percentile(90),
-    latency:percentile(99), latency.max, latency.mean, codes_all))
+    latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean, codes_all))
 end

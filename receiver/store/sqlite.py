@@ -20,6 +20,7 @@ from receiver.errors import StoreUnavailableError
 from receiver.store import history, queries, records, sql, sqlite_ops
 from receiver.store.base import Store
 from receiver.store.bulk import SQLiteBulk
+from receiver.store.checkpoint import Checkpointer
 from receiver.store.circuit_stores import SQLiteCircuits
 from receiver.store.field_stores import SQLiteFields
 from receiver.store.history import SQLiteHistory
@@ -63,6 +64,7 @@ class SQLiteStore(
         self._process = WriterProcess(path)
         self._lock = StoreLock(path)
         self._commits = GroupCommit(self._process, batch_max=batch_max, offload_at=offload_at)
+        self._checkpointer = Checkpointer(path)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
@@ -83,6 +85,7 @@ class SQLiteStore(
             else:
                 log.info("store_shared", lock=str(self._lock.path))
             await self._process.start()
+            self._checkpointer.start()
             self._reader = await aiosqlite.connect(self.path, isolation_level=None)
             await self._reader.execute("PRAGMA busy_timeout=5000")
             await self._reader.execute("PRAGMA query_only=ON")
@@ -94,6 +97,7 @@ class SQLiteStore(
     async def close(self) -> None:
         await self._commits.stop()
         await self._process.stop()
+        await asyncio.to_thread(self._checkpointer.stop)
         for conn in (self._reader, self._db):
             if conn is not None:
                 with contextlib.suppress(sqlite3.Error, ValueError):

@@ -40,8 +40,16 @@ if TYPE_CHECKING:
 Op = tuple["Callable[..., Any]", tuple[Any, ...]]
 Reply = tuple[Any, ...]
 HEADER = 4
-PRAGMAS = ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", "busy_timeout=5000")
-"""The write connection's settings, the parent's and this process's alike."""
+PRAGMAS = (
+    "journal_mode=WAL",
+    "synchronous=FULL",
+    "foreign_keys=ON",
+    "busy_timeout=5000",
+    "wal_autocheckpoint=16384",
+)
+"""The write connection's settings, the parent's and this process's alike. Checkpoints run on a
+thread of the parent's (``receiver.store.checkpoint``); a commit checkpoints only as a backstop,
+past 16,384 pages of WAL (64 MiB; SQLite's default is 1,000)."""
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
