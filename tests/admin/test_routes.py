@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -151,10 +152,11 @@ async def test_show_has_deliveries_completion_and_dispatches(client: httpx.Async
     assert detail["job"]["terminal"] is True
     assert [d["message_id"] for d in detail["deliveries"]] == ["m1", "m2"]
     assert detail["completion"]["state"] == "succeeded"
-    for _ in range(100):  # the file handler runs right after the commit
-        detail = (await client.get("/jobs/reducto/job-1")).json()
-        if detail["dispatches"][0]["state"] == "succeeded":
-            break
+    async with asyncio.timeout(10):  # the file handler runs soon after the commit
+        while (detail := (await client.get("/jobs/reducto/job-1")).json())["dispatches"][0][
+            "state"
+        ] != "succeeded":
+            await asyncio.sleep(0.02)
     assert detail["dispatches"] == [
         {"handler": "files", "state": "succeeded", "attempts": 1, "last_error": None,
          "error_code": None, "next_attempt_at": None,
