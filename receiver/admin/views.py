@@ -121,6 +121,8 @@ def completion_doc(row: CompletionRow) -> dict[str, Any]:
         "error": row.error,
         "created_at": iso(row.created_at),
         "resolve_attempts": row.attempts,
+        "resolved_at": iso(row.resolved_at) if row.resolved_at is not None else None,
+        "resolve_seconds": row.resolve_seconds,
         "trace_id": tracing.trace_id(row.traceparent),  # null unless stored with tracing on
         "result": (
             None

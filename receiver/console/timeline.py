@@ -76,6 +76,8 @@ def _completion_steps(c: dict[str, Any]) -> list[Step]:
     failed = c["state"] != "succeeded"
     at = seconds(c["created_at"])
     after = None if at is None else at + 1e-6  # the fetch follows the completion
+    if c.get("resolved_at") is not None and c["phase"] != "resolving":
+        after = seconds(c["resolved_at"])
     steps = [
         Step(at, "completion", "Completion recorded",
              f"{c['state']} ({c['provider_status']})", "bad" if failed else "ok")
@@ -87,6 +89,8 @@ def _completion_steps(c: dict[str, Any]) -> list[Step]:
                           c["error"] or ""))  # fmt: skip
     elif result is not None:
         size = f"{result['bytes']} bytes, sha256 {result['sha256']}"
+        if c.get("resolve_seconds") is not None:
+            size += f", in {c['resolve_seconds']:.3f} s"
         steps.append(Step(after, "fetch", "Result confirmed and fetched", size, "ok",
                           f"{c['resolve_attempts']} attempt(s)"))  # fmt: skip
     elif c["error"]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -191,8 +192,10 @@ class Dispatcher:
 
     async def _resolve_once(self, row: CompletionRow) -> None:
         bound = log.bind(source=row.source, job_id=row.job_id)
+        started = time.monotonic()
         try:
             resolution = await self.resolver.resolve(row, ref_from_json(row.result_ref))
+            resolution = replace(resolution, seconds=time.monotonic() - started)
         except Exception as exc:  # any failure of a step is retried, never lost
             if row.attempts < self.max_resolve_attempts:
                 retry_after = exc.retry_after if isinstance(exc, RetryableError) else None

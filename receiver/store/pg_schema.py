@@ -208,6 +208,10 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX attempts_dispatch ON attempts (dispatch_id);
     """,
+    # 9: SQLite's 11: how long the attempt that resolved a completion took.
+    """
+    ALTER TABLE completions ADD COLUMN resolve_seconds double precision;
+    """,
 )
 
 

@@ -84,6 +84,7 @@ def resolution_params(completion_id: int, owner: str, r: Resolution) -> tuple[An
         now(),
         r.confidence,
         r.error_where,
+        r.seconds,
         completion_id,
         owner,
     )
@@ -139,6 +140,8 @@ def completion_row(r: Sequence[Any]) -> CompletionRow:
         r[12],
         r[13],
         r[14] if len(r) > 14 else None,
+        r[15] if len(r) > 15 else None,
+        r[16] if len(r) > 16 else None,
     )
 
 

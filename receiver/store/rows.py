@@ -47,6 +47,9 @@ class CompletionRow:
     result_ref: str | None = None
     traceparent: str | None = None
     """The W3C trace context the completion was stored under (None: tracing was off)."""
+    resolved_at: float | None = None
+    resolve_seconds: float | None = None
+    """How long the attempt that resolved it took to confirm and fetch (None before)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class Resolution:
     """Where the error arose: ``provider`` (the job failed there) or ``fetch`` (jobhook's side)."""
     fields: tuple[FieldValue, ...] = ()
     """The result's extracted fields with their confidence (at most ``MAX_FIELDS``)."""
+    seconds: float | None = None
+    """How long confirming and fetching took (the successful attempt, wall clock)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,4 +177,9 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX attempts_dispatch ON attempts (dispatch_id);
     """,
+    # 11 (the console's timeline): how long the attempt that resolved a completion took to
+    # confirm with the job API and fetch the result.
+    """
+    ALTER TABLE completions ADD COLUMN resolve_seconds REAL;
+    """,
 )

@@ -88,7 +88,8 @@ WHERE state = 'dead'
 """
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
-    phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent"""
+    phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent,
+    resolved_at, resolve_seconds"""
 SELECT_COMPLETION = f"SELECT {_COMPLETION_COLUMNS} FROM completions"  # noqa: S608
 
 SELECT_JOB = """
@@ -111,7 +112,8 @@ RESOLVE_COMPLETION = """
 UPDATE completions SET phase = 'ready', result_path = ?, result_sha256 = ?, result_bytes = ?,
     error = coalesce(?, error), error_code = coalesce(?, error_code), state = coalesce(?, state),
     provider_status = coalesce(?, provider_status), resolved_at = ?, confidence = ?,
-    error_where = coalesce(?, error_where), lease_owner = NULL, lease_until = NULL
+    error_where = coalesce(?, error_where), resolve_seconds = ?, lease_owner = NULL,
+    lease_until = NULL
 WHERE id = ? AND lease_owner = ?
 """
 

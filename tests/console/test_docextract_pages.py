@@ -96,6 +96,7 @@ async def test_the_overview_marks_a_weak_field_and_the_job_page_shows_it(
             while not (weak := await _weak(api)):
                 await asyncio.sleep(0.05)
         (weak_id,) = weak
+        completion = (await job(api, weak_id))["completion"]
         async with httpx.AsyncClient(base_url=url) as page:
             await log_in(page)
             overview = (await page.get("/ui/overview")).text
@@ -107,6 +108,10 @@ async def test_the_overview_marks_a_weak_field_and_the_job_page_shows_it(
     assert 'class="weak"' not in strong
     assert "total" in detail
     assert "0.62" in detail
+    # The resolving attempt (a GET of the job, then the result in its answer) was timed.
+    assert completion["resolved_at"] is not None
+    assert 0 <= completion["resolve_seconds"] < 20
+    assert f"in {completion['resolve_seconds']:.3f} s" in detail
 
 
 async def _weak(api: httpx.AsyncClient) -> list[str]:
