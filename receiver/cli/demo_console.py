@@ -244,7 +244,8 @@ async def run_console_demo(
             while time.monotonic() - started < seconds and not await settled(demo):
                 await asyncio.sleep(0.5)
                 live.update(status_table(demo, started))
-        console.print(guide(demo, demo.destination.back_at - time.monotonic()))
+        back = demo.destination.back_at - time.monotonic()
+        console.print(guide(demo, back), soft_wrap=True)  # commands stay whole, to copy
         console.print(f"Still serving the console at {demo.ui_url}; Ctrl-C stops the demo.")
         with Live(status_table(demo, started), console=console) as live:
             while True:

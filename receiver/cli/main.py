@@ -93,7 +93,8 @@ def demo(jobs: int, drop: float, seconds: float, ui: bool) -> None:
     from receiver.cli.demo import run_demo
     from receiver.ops.log import configure_logging
 
-    configure_logging("error", "console")
+    # The console demo's dead deliveries are on purpose: its table and the console show them.
+    configure_logging("critical" if ui else "error", "console")
     try:
         summary = asyncio.run(run_demo(jobs, drop, seconds, Console(), ui=ui))
     except KeyboardInterrupt:
