@@ -57,6 +57,13 @@ async def test_the_console_demo_shows_failures_dead_letters_reprocess_and_weak_f
 
             first = (await until("a dead delivery", dead))[0]
             assert first.error_code == "http_5xx"
+            async with httpx.AsyncClient(base_url=demo.ui_url) as browser:
+                login = await browser.post("login", data={"token": demo.token})
+                assert login.status_code == 303
+                page = (await browser.get("dead")).text
+            assert HANDLER in page
+            assert "http_5xx" in page
+            assert first.job_id in page
             assert demo.destination.refused >= 2
             assert not demo.destination.up
             demo.destination.recover()
