@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING
 from rich.live import Live
 from rich.table import Table
 
-from receiver.config.settings import Settings
-from receiver.models import Event, State
+from receiver.cli.demo_setup import demo_settings, track
 from receiver.service.app import create_app
 from receiver.service.serving import free_port, serving
 
@@ -26,28 +25,6 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from receiver.sim import Simulator
-
-
-def demo_settings(
-    data_dir: Path, sim_url: str, secret: str, api_key: str, admin_token: str | None = None
-) -> Settings:
-    return Settings.model_validate(
-        {
-            "data_dir": str(data_dir),
-            "server": {"admin_token": admin_token} if admin_token else {},
-            "results": {"allowed_hosts": ["127.0.0.1"], "allow_http": True,
-                        "allow_private_networks": True},
-            "sources": {"reducto": {
-                "provider": "reducto", "secrets": [secret], "api_base_url": sim_url,
-                "api_key": api_key,
-                "poll": {"grace_seconds": 2.0, "initial_delay": 0.5, "max_delay": 2.0,
-                         "requests_per_minute": 600},
-            }},
-            "handlers": [{"name": "files", "type": "file", "dir": str(data_dir / "out")}],
-            "log": {"level": "warning"},
-        },
-        context={"env": {}},
-    )  # fmt: skip
 
 
 def _table(sim: Simulator, app: Starlette, job_ids: list[str], started: float) -> Table:
@@ -79,13 +56,15 @@ async def run_demo(
     jobs: int, drop: float, seconds: float, console: Console, *, ui: bool = False
 ) -> dict[str, int]:
     """Run the demo until every job's result is written (or ``seconds`` pass); with ``ui``,
-    serve the console with a one-off admin token (printed), make one job in five fail at the
-    provider, and keep serving afterwards until cancelled (Ctrl-C)."""
+    run the console demo instead (``receiver.cli.demo_console``): it serves until cancelled."""
+    if ui:
+        from receiver.cli.demo_console import run_console_demo
+
+        await run_console_demo(jobs, drop, seconds, console)
     from receiver.sim import Simulator, build_app
 
     secret = "whsec_" + base64.b64encode(secrets.token_bytes(24)).decode()
     api_key = secrets.token_urlsafe(16)
-    admin_token = secrets.token_urlsafe(24) if ui else None
     with tempfile.TemporaryDirectory(prefix="jobhook-demo-") as tmp:
         data_dir = Path(tmp)
         port = free_port()
@@ -93,23 +72,10 @@ async def run_demo(
                         webhook_url=f"http://127.0.0.1:{port}/webhooks/reducto", duration=4.0,
                         result_bytes=512 * 1024)  # fmt: skip
         async with serving(build_app(sim)) as sim_url:
-            settings = demo_settings(data_dir, sim_url, secret, api_key, admin_token)
-            ui_url = f"http://127.0.0.1:{port}/ui/"
-            app = create_app(settings)
+            app = create_app(demo_settings(data_dir, sim_url, secret, api_key))
             async with serving(app, port=port):
-                failing = jobs // 5 if ui else 0
-                job_ids = sim.create_jobs(jobs - failing, result="url")
-                if failing:
-                    job_ids += sim.create_jobs(failing, outcome="failed",
-                                               error_code="DOCUMENT_CORRUPT")  # fmt: skip
-                if admin_token is not None:
-                    console.print(f"Console: [bold]{ui_url}[/] "
-                                  f"(admin token: {admin_token})")  # fmt: skip
-                for job_id in job_ids:
-                    await app.state.ingestor.ingest(
-                        Event(source="reducto", job_id=job_id, state=State.QUEUED,
-                              provider_status="tracked", via="track")
-                    )  # fmt: skip
+                job_ids = sim.create_jobs(jobs, result="url")
+                await track(app, "reducto", job_ids)
                 started = time.monotonic()
                 out = data_dir / "out" / "reducto"
                 with Live(_table(sim, app, job_ids, started), console=console) as live:
@@ -127,16 +93,11 @@ async def run_demo(
                     "duplicates": counts["webhook", "duplicate"],
                     "results_written": sum((out / f"{j}.json").exists() for j in job_ids),
                 }
-                if admin_token is not None:
-                    console.print(f"Still serving the console at {ui_url}; "
-                                  "Ctrl-C stops the demo.")  # fmt: skip
-                    await asyncio.Event().wait()
     done = summary["results_written"] == jobs
     console.print(
         f"[bold]{'All' if done else 'Only'} {summary['results_written']}/{jobs} jobs delivered[/]: "
         f"{summary['completed_by_webhook']} by webhook, {summary['completed_by_poller']} by the "
         f"poller after {int(drop * 100)}% of webhooks were lost."
     )
-    if not ui:
-        console.print("To browse these jobs in the operator console: jobhook demo --console")
+    console.print("To browse these jobs in the operator console: jobhook demo --console")
     return summary
