@@ -99,10 +99,13 @@ class IngestResult:
     state: State
     completed: bool = False
     requeued: int = 0
+    took: float | None = None
+    """For an event that completed its job: seconds from the job's first news to its terminal
+    state (what the job metrics observe, without reading the job again)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_ingest_result, (self.status, self.job_id, self.state.value, self.completed,
-                                 self.requeued))  # fmt: skip
+                                 self.requeued, self.took))  # fmt: skip
 
 
 _STATES = {state.value: state for state in State}

@@ -27,7 +27,7 @@ class Ingestor:
         polling: Mapping[str, PollSettings] | None = None,
         clock: Callable[[], float] = time.time,
         notify: Callable[[Event, IngestResult], None] = lambda event, result: None,
-        on_finished: Callable[[Event], None] | None = None,
+        on_finished: Callable[[Event, IngestResult], None] | None = None,
     ) -> None:
         self._store = store
         self._handlers = tuple(handlers)
@@ -58,7 +58,7 @@ class Ingestor:
         if (result.completed and (handlers or resolve)) or result.requeued:
             self._wake()  # only when there is work: a completion with nothing to do needs none
         if result.completed and not resolve and self._on_finished is not None:
-            self._on_finished(event)
+            self._on_finished(event, result)
         if result.status == "accepted":
             self._notify(event, result)  # long-polls and the event stream
         outcome = "completed" if result.completed else result.status

@@ -132,6 +132,13 @@ class JobOutcomes:
         self._label = label
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def counted(self, source: str, outcome: str, code: str | None, seconds: float | None) -> None:
+        """Count a job whose times and code are known already (a webhook that completed it:
+        the store's ingest answered how long it took), without reading it."""
+        if outcome in FAILED_OUTCOMES and code is None and outcome != "unresolved":
+            code = f"provider_{outcome}"
+        self._metrics.job_finished(self._label(source), outcome, code, seconds)
+
     def finished(self, source: str, job_id: str, outcome: str, code: str | None = None) -> None:
         """The job's outcome is final now; ``code`` is used when the store cannot tell one."""
         task = asyncio.get_running_loop().create_task(self.settle(source, job_id, outcome, code))

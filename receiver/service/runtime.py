@@ -33,7 +33,7 @@ from receiver.store import Store, open_store
 if TYPE_CHECKING:
     from receiver.completion import Handler
     from receiver.config.settings import Settings
-    from receiver.models import Event
+    from receiver.models import Event, IngestResult
     from receiver.ops.metrics import Metrics
     from receiver.store import CompletionRow, Resolution
 
@@ -218,11 +218,11 @@ class Runtime:
         if outcome == "succeeded":
             self.retention.wake()
 
-    def _finished(self, event: Event) -> None:
-        """An ingested event made a job's outcome final (it needs no resolution)."""
+    def _finished(self, event: Event, result: IngestResult) -> None:
+        """An ingested event made a job's outcome final (it needs no resolution): counted at
+        once from what the store answered, with no read on the webhook's path."""
         if self.outcomes is not None:
-            state = event.state.value
-            self.outcomes.finished(event.source, event.job_id, state, event.error_code)
+            self.outcomes.counted(event.source, event.state.value, event.error_code, result.took)
 
     def _resolved(self, row: CompletionRow, resolution: Resolution) -> None:
         """This replica stored a completion's resolution: the job's outcome is final."""

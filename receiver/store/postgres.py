@@ -259,7 +259,7 @@ async def _ingest(
             return IngestResult(
                 "duplicate", event.job_id, State(state), requeued=affected(requeued)
             )
-    state = await conn.fetchval(pg_sql.UPSERT_JOB, *records.job_args(event, now))
+    state, took = await conn.fetchrow(pg_sql.UPSERT_JOB, *records.job_args(event, now))
     completed = False
     if event.state.terminal and state == event.state:
         await conn.execute(pg_sql.LOCK_COMPLETIONS_SHARED)
@@ -269,7 +269,8 @@ async def _ingest(
             completed = True
             rows = [(completion_id, handler, now, now) for handler in handlers]
             await conn.executemany(_n(sql.INSERT_DISPATCH), rows)
-    return IngestResult("accepted", event.job_id, State(state), completed=completed)
+    return IngestResult("accepted", event.job_id, State(state), completed=completed,
+                        took=took if completed else None)  # fmt: skip
 
 
 async def _purge(conn: Conn, before: float, limit: int) -> tuple[int, list[str]]:

@@ -51,7 +51,7 @@ UPSERT_JOB = (
     expected_pages = coalesce(excluded.expected_pages, jobs.expected_pages),
     next_poll_at = coalesce(excluded.next_poll_at, jobs.next_poll_at),
     poll_attempts = CASE WHEN excluded.next_poll_at IS NULL THEN jobs.poll_attempts ELSE 0 END
-RETURNING state
+RETURNING state, terminal_at - created_at
 """
 )
 

@@ -37,10 +37,11 @@ def ingest(
         return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
     args = records.job_args(event, now)
     new_job = bool(db.execute(sql.INSERT_NEW_JOB, args).rowcount)
+    took: float | None = 0.0 if event.state.terminal else None
     if new_job:
         state: str = event.state.value  # a new job holds what its first news says
     else:
-        ((state,),) = db.execute(sql.UPSERT_JOB, args).fetchall()
+        ((state, took),) = db.execute(sql.UPSERT_JOB, args).fetchall()
     completed = False
     if event.state.terminal and state == event.state:
         if new_job:
@@ -57,7 +58,8 @@ def ingest(
             completed = True
             completion_id = created.lastrowid
             db.executemany(sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers])
-    return IngestResult("accepted", event.job_id, State(state), completed=completed)
+    return IngestResult("accepted", event.job_id, State(state), completed=completed,
+                        took=took if completed else None)  # fmt: skip
 
 
 def execute(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> None:

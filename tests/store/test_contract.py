@@ -61,6 +61,22 @@ class TestStoreContract:
         assert (again.status, again.completed, again.requeued) == ("duplicate", False, 0)
         assert [d.message_id for d in await store.deliveries_for(SOURCE, "job-1")] == ["m-1"]
 
+    async def test_the_completing_answer_says_how_long_the_job_took(self, store: Store) -> None:
+        """What the job metrics observe, so a webhook's count needs no second read."""
+        running = await store.ingest(news(state=State.RUNNING, msg="m0"), [])
+        time.sleep(0.02)
+        done = await store.ingest(news(msg="m1"), [])
+        again = await store.ingest(news(msg="m1"), [])
+        late = await store.ingest(news(state=State.FAILED, msg="m2"), [])
+        fresh = await store.ingest(news("job-2", msg="m3"), [])
+        job = await store.get_job(SOURCE, "job-1")
+        assert job is not None
+        assert job.terminal_at is not None
+        assert (running.took, again.took, late.took) == (None, None, None)
+        assert done.took == job.terminal_at - job.created_at
+        assert done.took >= 0.02
+        assert fresh.took == 0.0  # first news of it was its end
+
     async def test_a_job_state_only_moves_forward(self, store: Store) -> None:
         steps = [State.QUEUED, State.RUNNING, State.QUEUED, State.SUCCEEDED, State.RUNNING]
         answers = []
