@@ -187,7 +187,7 @@ def test_events_and_results_travel_to_the_writer_process_whole() -> None:
         error_code="DOCUMENT_CORRUPT",
         traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     )  # fmt: skip
-    result = IngestResult("duplicate", "j-1", State.EXPIRED, completed=True, requeued=2)
+    result = IngestResult("duplicate", "j-1", State.EXPIRED, completed=True, requeued=2, took=1.5)
     for value in (event, result):
         # Every field differs from its default, so one that does not travel fails here
         # (and a field added to the class without a value here fails too).
