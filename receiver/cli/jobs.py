@@ -85,14 +85,20 @@ def _filter_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _filters(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The filter options as the admin API spells them (metadata as key:value)."""
+def metadata_pairs(given: Sequence[str]) -> list[tuple[str, str]]:
+    """``--metadata KEY=VALUE`` options as (key, value) pairs; exit 2 for one without a key."""
     pairs = []
-    for pair in kwargs.pop("metadata"):
+    for pair in given:
         key, found, value = pair.partition("=")
         if not found or not key:
             raise ClientError(f"--metadata {pair!r} is not KEY=VALUE", exit_code=2)
-        pairs.append(f"{key}:{value}")
+        pairs.append((key, value))
+    return pairs
+
+
+def _filters(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The filter options as the admin API spells them (metadata as key:value)."""
+    pairs = [f"{key}:{value}" for key, value in metadata_pairs(kwargs.pop("metadata"))]
     names = ("source", "state", "created_after", "created_before", "min_confidence", "error_code",
              "field", "max_confidence")  # fmt: skip
     return {"metadata": pairs, **{name: kwargs.pop(name) for name in names}}
@@ -223,12 +229,7 @@ def export(url: str | None, token: str | None, config_path: Path | None, fmt: st
 def track(url: str | None, token: str | None, source: str, job_id: str,
           metadata: Sequence[str], pages: int | None, as_json: bool) -> None:  # fmt: skip
     """Register a job just submitted to a provider, so it is watched (and polled)."""
-    values: dict[str, str] = {}
-    for pair in metadata:
-        key, found, value = pair.partition("=")
-        if not found or not key:
-            raise ClientError(f"--metadata {pair!r} is not KEY=VALUE", exit_code=2)
-        values[key] = value
+    values = dict(metadata_pairs(metadata))
     client = _service(url, token)
     try:
         answer = client.track(source, job_id, values, pages)

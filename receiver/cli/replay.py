@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from receiver.cli.client import ClientError, ServiceClient
-from receiver.cli.jobs import _emit, _errors, _json_option, _options, _service
+from receiver.cli.jobs import _emit, _errors, _json_option, _options, _service, metadata_pairs
 
 PER_CALL = 1000
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -68,12 +68,7 @@ def replay(url: str | None, token: str | None, source: str | None, job_id: str |
             _emit(answer, as_json, lambda a: click.echo(
                 f"requeued {a['requeued']} delivery(ies) of {source}/{job_id}"))  # fmt: skip
             return
-        pairs = []
-        for pair in metadata:
-            key, found, value = pair.partition("=")
-            if not found or not key:
-                raise ClientError(f"--metadata {pair!r} is not KEY=VALUE", exit_code=2)
-            pairs.append(f"{key}:{value}")
+        pairs = [f"{key}:{value}" for key, value in metadata_pairs(metadata)]
         body = {"dispatch_state": dispatch_state, "handler": handler, "source": source_filter,
                 "state": job_state, "error_code": error_code, "metadata": pairs,
                 "since": since_value(since, time.time())}  # fmt: skip

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from receiver.cli.client import ClientError, ServiceClient
-from receiver.cli.jobs import _emit, _errors, _json_option, _options, _service
+from receiver.cli.jobs import _emit, _errors, _json_option, _options, _service, metadata_pairs
 from receiver.cli.replay import since_value
 
 PER_CALL = 10
@@ -47,12 +47,7 @@ def reprocess(url: str | None, token: str | None, source: str | None, job_id: st
             answer = client.reprocess(source, job_id, force)
             _emit(answer, as_json, _one)
             return
-        pairs = []
-        for pair in metadata:
-            key, found, value = pair.partition("=")
-            if not found or not key:
-                raise ClientError(f"--metadata {pair!r} is not KEY=VALUE", exit_code=2)
-            pairs.append(f"{key}:{value}")
+        pairs = [f"{key}:{value}" for key, value in metadata_pairs(metadata)]
         body = {"source": source_filter, "state": state, "error_code": error_code,
                 "metadata": pairs, "created_after": since_value(since, time.time()),
                 "force": force}  # fmt: skip
