@@ -219,3 +219,18 @@ async def test_an_unreachable_service_says_how_to_reach_it_or_read_the_store() -
     assert replay.exit_code == 4
     assert "is `jobhook serve` running? Point --url (or JOBHOOK_URL) at it\n" in replay.stderr
     assert "--config" not in replay.stderr  # replay needs the service
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("jobs", "ls"), ("jobs", "export"), ("track", "reducto", "job-1"), ("replay",),
+     ("jobs", "reprocess")],
+)  # fmt: skip
+async def test_metadata_without_a_key_or_equals_sign_exits_2_before_any_request(
+    command: tuple[str, ...],
+) -> None:
+    """Every command's --metadata is read by the same parser; nothing listens on port 9."""
+    for bad in ("batch", "=42"):
+        result = await cli(*command, "--metadata", bad, url="http://127.0.0.1:9")
+        assert result.exit_code == 2, result.output
+        assert f"--metadata {bad!r} is not KEY=VALUE" in result.output
