@@ -19,6 +19,18 @@ the crash-ledger test (tests/reliability/test_crash_ledger.py) failed on this ma
 times in three (its sender drowned in unanswered requests); once a second whatever the load,
 3,000 webhooks a second filled the WAL to the writers' backstop between two rounds, which put
 the checkpoint back into their commits (bench.storeprobe: commit p99 20 ms).
+
+Starting the WAL over. SQLite rewinds the WAL only at a write that begins when every frame is
+already copied, and under continuous load a commit always lands while a pass runs: the WAL grew
+to the writers' backstop, and the commit that crossed it copied everything since this thread's
+last pass and fsynced it, thousands of random pages (bench ingest: a 150-230 ms commit every
+64 MiB of WAL, twice a second at full load, which was the p99). So once the WAL holds
+``RESTART_FRAMES``, this thread catches up with back-to-back passes until one copies fewer than
+``CATCH_UP`` frames, then asks the store to hold its writes (``hold``: the group commit sends no
+new batch and waits for the one in flight), copies the last frames, and lets the writes go: the
+next write starts the WAL over. The writes wait for that last short pass only (a
+``wal_checkpoint(RESTART)`` would do the same, but it waits for readers too, holding the writers
+meanwhile, and the writers would poll for its lock).
 """
 
 from __future__ import annotations
@@ -31,22 +43,36 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
     from pathlib import Path
+
+    Hold = Callable[[], AbstractContextManager[bool]]
 
 INTERVAL = 1.0
 BUSY_INTERVAL = 0.1
 BUSY_PAGES = 1000
 """A checkpoint that copied this many frames (SQLite's default checkpoint size) means a busy
 store: the next comes after ``BUSY_INTERVAL``."""
+RESTART_FRAMES = 8192
+"""A WAL this long (32 MiB of 4 KiB pages) is started over, under ``hold``."""
+CATCH_UP = 512
+"""Passes before the held one go on until one copies fewer frames than this..."""
+CATCH_UP_PASSES = 6
+"""...or this many have run."""
 log = structlog.get_logger(__name__)
 
 
 class Checkpointer:
     """A daemon thread that checkpoints the WAL of the database at ``path`` every ``interval``."""
 
-    def __init__(self, path: Path, interval: float = INTERVAL) -> None:
+    def __init__(self, path: Path, interval: float = INTERVAL, hold: Hold | None = None) -> None:
         self.path = path
         self.interval = interval
+        self.hold = hold
+        """Holds the store's writes while it is entered (True once none is in flight)."""
+        self.restarts = 0
+        """Passes made under ``hold`` that copied the whole WAL."""
         self.checkpoints = 0
         """Checkpoints that copied frames into the database file."""
         self._stop = threading.Event()
@@ -77,13 +103,36 @@ class Checkpointer:
         row = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return int(row[1]), int(row[2])
 
+    def restart(self, copied: int) -> bool:
+        """After a pass that left ``copied`` frames of a long WAL copied: catch up with
+        back-to-back passes, then copy the rest with the writes held, so that the next write
+        starts the WAL over (unless a reader is still reading from it). Whether the held pass
+        copied everything."""
+        if self.hold is None:
+            return False
+        for _ in range(CATCH_UP_PASSES):
+            before = copied
+            _, copied = self.checkpoint()
+            if copied - before < CATCH_UP:
+                break
+        with self.hold() as held:
+            if not held:
+                return False
+            frames, copied = self.checkpoint()
+        if frames and frames == copied:
+            self.restarts += 1
+            return True
+        return False
+
     def _run(self) -> None:
         done = 0  # frames of the current WAL already in the database
         failing = False
         wait = self.interval
         while not self._stop.wait(wait):
+            restarted = False
             try:
                 frames, copied = self.checkpoint()
+                restarted = frames >= RESTART_FRAMES and self.restart(copied)
             except sqlite3.Error as exc:  # a full disk, say: the writers' backstop still runs
                 if not failing:
                     log.warning("store_checkpoint_failed", error=str(exc))
@@ -93,6 +142,6 @@ class Checkpointer:
             fresh = copied - done if copied >= done else copied  # the WAL started over
             if fresh > 0:
                 self.checkpoints += 1
-            done = copied if frames else 0
-            busy = fresh >= BUSY_PAGES
+            done = copied if frames and not restarted else 0
+            busy = fresh >= BUSY_PAGES or restarted
             wait = min(self.interval, BUSY_INTERVAL) if busy else self.interval

@@ -64,7 +64,7 @@ class SQLiteStore(
         self._process = WriterProcess(path)
         self._lock = StoreLock(path)
         self._commits = GroupCommit(self._process, batch_max=batch_max, offload_at=offload_at)
-        self._checkpointer = Checkpointer(path)
+        self._checkpointer = Checkpointer(path, hold=self._commits.held)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"

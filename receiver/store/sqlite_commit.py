@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
+from receiver.store.write_gate import WriteGate
 from receiver.store.writer_client import encode
 
 if TYPE_CHECKING:
     import sqlite3
     from collections.abc import Awaitable, Callable
+    from contextlib import AbstractContextManager
 
     import aiosqlite
 
@@ -55,6 +57,13 @@ class GroupCommit:
         self._db: aiosqlite.Connection | None = None
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._gate = WriteGate()
+
+    def held(self, timeout: float = 1.0) -> AbstractContextManager[bool]:
+        """For another thread: no batch starts while inside (``WriteGate.held``)."""
+        task = self._task
+        loop = task.get_loop() if task is not None and not task.done() else None
+        return self._gate.held(loop, timeout)
 
     @property
     def running(self) -> bool:
@@ -105,6 +114,7 @@ class GroupCommit:
             first = await self._queue.get()
             if first is None:
                 break
+            await self._gate.enter()
             batch = [first]
             while len(batch) < self._batch_max and not self._queue.empty():
                 item = self._queue.get_nowait()
@@ -112,7 +122,10 @@ class GroupCommit:
                     stopping = True
                     break
                 batch.append(item)
-            await self._commit(batch)
+            try:
+                await self._commit(batch)
+            finally:
+                self._gate.leave()
 
     async def _commit(self, batch: list[_Write]) -> None:
         assert self._db is not None
