@@ -118,7 +118,7 @@ class PgGroupCommit:
         try:
             try:
                 results = await self._db.transaction(functools.partial(ingest_batch, batch=ordered))
-            except StoreUnavailableError as exc:
+            except Exception as exc:  # PostgreSQL refused the batch, or its answer was odd
                 if len(ordered) == 1 or not refused_input(exc):
                     raise
                 log.warning("store_batch_refused", events=len(ordered), error=str(exc))
@@ -152,9 +152,12 @@ class PgGroupCommit:
         return await self._db.transaction(functools.partial(ingest_one, item=item))
 
 
-def refused_input(exc: StoreUnavailableError) -> bool:
-    """True when what failed is an event PostgreSQL (or asyncpg, encoding it) refused, not the
-    server: a batch that fails so is worth running again one event at a time."""
+def refused_input(exc: Exception) -> bool:
+    """True when what failed is an event PostgreSQL (or asyncpg, encoding it) refused, or one
+    whose answer could not be read, not the server: a batch that fails so is worth running
+    again one event at a time."""
+    if not isinstance(exc, StoreUnavailableError):
+        return True  # e.g. a duplicate whose job is gone (purged meanwhile): State(None)
     cause = exc.__cause__
     if not isinstance(cause, asyncpg.PostgresError):
         return False  # a socket, a timeout, a closed connection or pool
