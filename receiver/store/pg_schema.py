@@ -11,6 +11,8 @@ from typing import Any
 
 import structlog
 
+from receiver.store.pg_functions import INGEST_BATCH_FUNCTION
+
 log = structlog.get_logger(__name__)
 
 MIGRATION_LOCK = 0x6A6F62686F6F6B01
@@ -212,6 +214,8 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE completions ADD COLUMN resolve_seconds double precision;
     """,
+    # 10: group commit of ingests: one function call stores a batch of events.
+    INGEST_BATCH_FUNCTION,
 )
 
 

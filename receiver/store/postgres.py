@@ -1,7 +1,8 @@
 """The shared store for several replicas: PostgreSQL through an asyncpg pool.
 
-Each write is one transaction on a pooled connection; concurrent webhooks commit side by side
-and PostgreSQL groups their WAL flushes. Constraints and row locks do what the SQLite store's
+Each write is one transaction on a pooled connection, except webhooks: their ingests are
+grouped, a batch stored by one function call and one commit (``receiver.store.pg_batch``), a few
+batches in flight at once. Constraints and row locks do what the SQLite store's
 single writer does: a message id is accepted once however many replicas race for it, and claims
 use ``FOR UPDATE SKIP LOCKED`` so two replicas never lease the same work.
 """
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from receiver.models import IngestResult, State
 from receiver.store import pg_sql, queries, records, sql
 from receiver.store.base import Store
 from receiver.store.bulk import PostgresBulk
 from receiver.store.circuit_stores import PostgresCircuits, pg_probes
 from receiver.store.field_stores import PostgresFields
 from receiver.store.history import PostgresHistory, pg_finish
+from receiver.store.pg_batch import IN_FLIGHT, PgGroupCommit
 from receiver.store.pg_pool import PgPool, affected
 from receiver.store.pg_schema import migrate
 from receiver.store.reprocesses import PostgresReprocesses
@@ -24,7 +25,7 @@ from receiver.store.reprocesses import PostgresReprocesses
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from receiver.models import Event
+    from receiver.models import Event, IngestResult
     from receiver.store.pg_pool import Conn
     from receiver.store.rows import (
         Backlog,
@@ -50,14 +51,18 @@ class PostgresStore(
         self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 10.0
     ) -> None:
         self._db = PgPool(url, min_size=min_size, max_size=max_size, timeout=timeout)
+        self.batching = PgGroupCommit(self._db, in_flight=min(IN_FLIGHT, max_size))
+        """Ingests are stored a batch at a time (``receiver.store.pg_batch``)."""
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._db.display_url!r})"
 
     async def open(self) -> None:
         await self._db.open(migrate)
+        self.batching.start()
 
     async def close(self) -> None:
+        await self.batching.stop()
         await self._db.close()
 
     async def ping(self) -> None:
@@ -66,9 +71,7 @@ class PostgresStore(
     async def ingest(
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True
     ) -> IngestResult:
-        return await self._db.transaction(
-            lambda conn: _ingest(conn, event, handlers, resolve, records.now())
-        )
+        return await self.batching.ingest(event, handlers, resolve)
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._db.fetch(_n(sql.SELECT_JOB), source, job_id)
@@ -244,33 +247,6 @@ class PostgresStore(
 
 def _first(rows: list[Any]) -> float | None:
     return rows[0][0] if rows and rows[0][0] is not None else None
-
-
-async def _ingest(
-    conn: Conn, event: Event, handlers: Sequence[str], resolve: bool, now: float
-) -> IngestResult:
-    if event.message_id is not None:
-        delivery = records.delivery_params(event, now)
-        seen = await conn.fetchval(pg_sql.INSERT_DELIVERY, *delivery) is None
-        if seen:
-            key = (event.source, event.job_id)
-            requeued = await conn.execute(_n(sql.REQUEUE_DEAD_FOR_JOB), now, now, *key)
-            state = await conn.fetchval(pg_sql.JOB_STATE, *key)
-            return IngestResult(
-                "duplicate", event.job_id, State(state), requeued=affected(requeued)
-            )
-    state, took = await conn.fetchrow(pg_sql.UPSERT_JOB, *records.job_args(event, now))
-    completed = False
-    if event.state.terminal and state == event.state:
-        await conn.execute(pg_sql.LOCK_COMPLETIONS_SHARED)
-        args = pg_sql.completion_args(event, now, resolve)
-        completion_id = await conn.fetchval(pg_sql.INSERT_COMPLETION, *args)
-        if completion_id is not None:
-            completed = True
-            rows = [(completion_id, handler, now, now) for handler in handlers]
-            await conn.executemany(_n(sql.INSERT_DISPATCH), rows)
-    return IngestResult("accepted", event.job_id, State(state), completed=completed,
-                        took=took if completed else None)  # fmt: skip
 
 
 async def _purge(conn: Conn, before: float, limit: int) -> tuple[int, list[str]]:

@@ -1,0 +1,231 @@
+"""The PostgreSQL store's group commit of ingests (receiver.store.pg_batch): batches answer and
+store exactly what one event per transaction would, a bad event fails alone, and replicas
+batching the same jobs side by side neither fail nor complete a job twice."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+
+from receiver.errors import StoreUnavailableError
+from receiver.models import Event, IngestResult, Progress, State
+from receiver.store.postgres import PostgresStore
+from tests.services import postgres_database
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+pytestmark = pytest.mark.postgres
+WORDS = {State.QUEUED: "Pending", State.RUNNING: "InProgress", State.SUCCEEDED: "Completed",
+         State.FAILED: "Failed"}  # fmt: skip
+
+
+def ev(job_id: str, state: State, msg: str | None, **kw: Any) -> Event:
+    return Event(source=kw.pop("source", "reducto"), job_id=job_id, state=state,
+                 provider_status=WORDS[state], via="webhook", message_id=msg, **kw)  # fmt: skip
+
+
+@contextlib.asynccontextmanager
+async def opened(url: str) -> AsyncIterator[PostgresStore]:
+    store = PostgresStore(url)
+    await store.open()
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def answer(result: IngestResult) -> tuple[Any, ...]:
+    """What an ingest answered, its took only as there or not (its value depends on clocks)."""
+    return (result.status, result.job_id, result.state, result.completed, result.requeued,
+            result.took is None)  # fmt: skip
+
+
+async def stored(store: PostgresStore, job_id: str) -> tuple[Any, ...]:
+    """A job as stored, without its timestamps: row, completion and dispatches."""
+    job = await store.get_job("reducto", job_id)
+    assert job is not None
+    completion = await store.completion_for("reducto", job_id)
+    dispatches = await store.dispatches_for("reducto", job_id)
+    return (
+        job.state, job.provider_status, job.metadata, job.error, job.progress_done,
+        job.progress_total, job.terminal_at is None, job.poll_attempts,
+        completion and (completion.state, completion.phase, completion.metadata, completion.error),
+        [(d.handler, d.state, d.attempts) for d in dispatches],
+    )  # fmt: skip
+
+
+async def with_a_dead_dispatch(store: PostgresStore) -> None:
+    """Job ``dead-job`` completed under message ``m-dead``, its handler ``a`` given up on."""
+    first = await store.ingest(ev("dead-job", State.SUCCEEDED, "m-dead"), ["a"], resolve=False)
+    assert first.completed
+    ((dispatch, _),) = await store.claim_dispatches("w", 10, 60, time.time() + 1)
+    await store.finish_dispatch(dispatch.id, "w", error="gone", next_attempt_at=None)
+
+
+# Each event with the handlers its ingest names; in this order, as webhooks arrive.
+SCRIPT: list[tuple[Event, list[str]]] = [
+    (ev("j1", State.RUNNING, "m1", metadata={"a": 1}, progress=Progress(1, 4)), ["a", "b", "c"]),
+    (ev("j2", State.SUCCEEDED, "m2"), ["a"]),
+    (ev("j1", State.SUCCEEDED, "m3", metadata={"b": 2}), ["a", "b", "c"]),  # same job, same batch
+    (ev("j2", State.SUCCEEDED, "m2"), ["a"]),  # a Svix retry of a message earlier in the batch
+    (ev("dead-job", State.SUCCEEDED, "m-dead"), ["a"]),  # a retry of an old one: requeues
+    (ev("j3", State.SUCCEEDED, None), []),  # no message id (the poller), no handlers
+    (ev("j3", State.SUCCEEDED, "m4"), ["b"]),  # terminal news again: accepted, not completed
+    (ev("j4", State.FAILED, "m5", error="boom", error_code="E1"), ["b", "c"]),
+    (ev("j4", State.RUNNING, "m6", error="late"), ["b", "c"]),  # late news: the job stays failed
+    (ev("j0", State.QUEUED, "m7", poll_at=time.time() + 60, metadata={"x": {"y": 1}}), ["a"]),
+    (ev("j0", State.RUNNING, "m8", metadata={"x": {"y": None, "z": 2}}), ["a"]),
+    (ev("j5", State.SUCCEEDED, "m9", error="nul\x00byte"), ["nul\x00name"]),
+]
+
+
+async def test_a_batch_answers_and_stores_what_one_event_per_transaction_does(
+    postgres_url: str,
+) -> None:
+    async with (
+        opened(postgres_url) as batched,
+        postgres_database() as other,
+        opened(other) as alone,
+    ):
+        await with_a_dead_dispatch(batched)
+        await with_a_dead_dispatch(alone)
+        before = batched.batching.batches
+        results = await asyncio.gather(*(batched.ingest(e, h, resolve=False) for e, h in SCRIPT))
+        assert batched.batching.batches == before + 1, "one batch for all of them"
+        expected = [await alone.batching.ingest_alone(e, h, False) for e, h in SCRIPT]
+        assert [answer(r) for r in results] == [answer(r) for r in expected]
+        for job_id in ("j0", "j1", "j2", "j3", "j4", "j5", "dead-job"):
+            assert await stored(batched, job_id) == await stored(alone, job_id), job_id
+        for result in results:
+            if result.completed:
+                job = await batched.get_job("reducto", result.job_id)
+                assert job is not None
+                assert job.terminal_at is not None
+                assert result.took == job.terminal_at - job.created_at
+    assert [r.requeued for r in results][4] == 1
+    assert [(r.status, r.completed) for r in results][:4] == [
+        ("accepted", False), ("accepted", True), ("accepted", True), ("duplicate", False),
+    ]  # fmt: skip
+
+
+async def test_many_concurrent_ingests_share_batches(postgres_url: str) -> None:
+    async with opened(postgres_url) as store:
+        events = [ev(f"job-{n}", State.SUCCEEDED, f"m-{n}") for n in range(300)]
+        results = await asyncio.gather(*(store.ingest(e, ["a", "b"]) for e in events))
+        again = await asyncio.gather(*(store.ingest(e, ["a", "b"]) for e in events[::3]))
+        assert store.batching.batches <= 15  # 400 events in batches of up to 64
+        completions = await store.completions_after(0, 1000)
+        dispatches = await store.dispatches_for("reducto", "job-299")
+    assert [(r.status, r.completed, r.job_id) for r in results] == [
+        ("accepted", True, e.job_id) for e in events]  # fmt: skip
+    assert {r.status for r in again} == {"duplicate"}
+    assert len(completions) == 300
+    assert [d.handler for d in dispatches] == ["a", "b"]
+
+
+# asyncpg refuses a count wider than bigint; PostgreSQL refuses JSON with Infinity in it (what
+# json.dumps writes when orjson gives up on the integer beside it); a message whose job is gone
+# (a purge racing its delivery) has no state to answer with.
+BAD = {
+    "too-wide": (ev("bad", State.RUNNING, "b", progress=Progress(2**70, 1)), StoreUnavailableError),
+    "not-json": (
+        ev("bad", State.SUCCEEDED, "b", metadata={"n": 2**70, "x": float("inf")}),
+        StoreUnavailableError,
+    ),
+    "orphan": (ev("bad", State.RUNNING, "b"), ValueError),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+async def test_a_bad_event_fails_alone_and_its_neighbours_are_stored(
+    postgres_url: str, case: str
+) -> None:
+    bad, error = BAD[case]
+    good = [ev(f"ok-{n}", State.SUCCEEDED, f"ok-{n}") for n in range(10)]
+    events = [*good[:5], bad, *good[5:]]
+    async with opened(postgres_url) as store:
+        if case == "orphan":
+            await _sql(postgres_url, "INSERT INTO deliveries VALUES ('reducto', 'b', 'bad', "
+                                     "'running', 'InProgress', 0)")  # fmt: skip
+        results = await asyncio.gather(
+            *(store.ingest(e, ["a"]) for e in events), return_exceptions=True
+        )
+        assert store.batching.batches == 1
+        for e in good:
+            assert (await store.get_job("reducto", e.job_id)) is not None
+        assert await store.get_job("reducto", "bad") is None
+    assert type(results.pop(5)) is error
+    assert [r.status for r in results if isinstance(r, IngestResult)] == ["accepted"] * 10
+
+
+async def _sql(url: str, query: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(query)
+    finally:
+        await conn.close()
+
+
+async def test_a_caller_cancelled_while_waiting_still_has_its_event_stored(
+    postgres_url: str,
+) -> None:
+    async with opened(postgres_url) as store:
+        tasks = [asyncio.create_task(store.ingest(ev(f"c-{n}", State.SUCCEEDED, f"c-{n}"), ["a"]))
+                 for n in range(20)]  # fmt: skip
+        await asyncio.sleep(0)  # each has queued its event and waits
+        tasks[7].cancel()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+        assert isinstance(done[7], asyncio.CancelledError)
+    async with opened(postgres_url) as store:
+        job = await store.get_job("reducto", "c-7")
+        again = await store.ingest(ev("c-7", State.SUCCEEDED, "c-7"), ["a"])
+    assert job is not None
+    assert job.state == "succeeded"
+    assert again.status == "duplicate"
+
+
+async def test_closing_stores_what_is_queued_then_refuses(postgres_url: str) -> None:
+    store = PostgresStore(postgres_url)
+    with pytest.raises(StoreUnavailableError):
+        await store.ingest(ev("early", State.SUCCEEDED, "early"), ["a"])
+    await store.open()
+    tasks = [asyncio.create_task(store.ingest(ev(f"q-{n}", State.SUCCEEDED, f"q-{n}"), ["a"]))
+             for n in range(200)]  # fmt: skip
+    await asyncio.sleep(0)
+    await store.close()
+    assert {(await t).status for t in tasks} == {"accepted"}
+    with pytest.raises(StoreUnavailableError):
+        await store.ingest(ev("late", State.SUCCEEDED, "late"), ["a"])
+    async with opened(postgres_url) as reopened:
+        assert len(await reopened.completions_after(0, 1000)) == 200
+
+
+async def test_replicas_batching_the_same_jobs_fail_none_and_complete_each_once(
+    postgres_url: str,
+) -> None:
+    jobs = [f"r-{n}" for n in range(120)]
+
+    def news(replica: int) -> list[Event]:
+        # Both replicas hear of every job (in opposite orders): its progress under their own
+        # message ids, its completion under one shared id (the same webhook delivered to both).
+        order = jobs if replica == 0 else jobs[::-1]
+        return [e for j in order for e in (ev(j, State.RUNNING, f"{j}-run-{replica}"),
+                                           ev(j, State.SUCCEEDED, f"{j}-done"))]  # fmt: skip
+
+    async with opened(postgres_url) as one, opened(postgres_url) as two:
+        results = await asyncio.gather(
+            *(one.ingest(e, ["a", "b"]) for e in news(0)),
+            *(two.ingest(e, ["a", "b"]) for e in news(1)),
+        )
+        completions = await one.completions_after(0, 1000)
+        dispatches = await two.dispatches_for("reducto", "r-17")
+    assert sum(r.completed for r in results) == len(jobs)
+    assert sum(r.status == "duplicate" for r in results) == len(jobs)
+    assert sorted(c.job_id for c in completions) == sorted(jobs)
+    assert [d.handler for d in dispatches] == ["a", "b"]

@@ -1,0 +1,97 @@
+"""The batch function of migration 10 (jobhook_ingest_batch): the one-event path's statements,
+and a database that version 9 left, upgraded in place."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import TYPE_CHECKING
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+
+from receiver.models import State
+from receiver.store import pg_sql, sql
+from receiver.store.pg_functions import INGEST_BATCH_FUNCTION
+from receiver.store.pg_ingest import Ingest, ingest_one
+from receiver.store.pg_schema import _CREATE_VERSIONS, POSTGRES_MIGRATIONS
+from tests.store.test_pg_batch import ev, opened
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+
+def _spelled_out(statement: str, args: Sequence[str]) -> str:
+    """``statement`` with each placeholder (``$n`` or the n-th ``?``) the n-th of ``args``."""
+    count = iter(args)
+    statement = re.sub(r"\?", lambda _: next(count), statement)
+    return re.sub(r"\$(\d+)", lambda m: args[int(m.group(1)) - 1], statement)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_batch_function_runs_the_statements_of_one_event_per_transaction() -> None:
+    """A change to pg_sql's ingest statements needs a migration replacing the function."""
+    names = ["p_source[i]", "p_job_id[i]", "p_state[i]", "p_provider_status[i]",
+             "p_metadata[i]", "p_error[i]", "p_at[i]", "p_terminal_at[i]", "p_progress_done[i]",
+             "p_progress_total[i]", "p_expected_pages[i]", "p_poll_at[i]",
+             "p_error_code[i]"]  # fmt: skip
+    delivery = ["p_source[i]", "p_message_id[i]", "p_job_id[i]", "p_state[i]",
+                "p_provider_status[i]", "p_at[i]"]  # fmt: skip
+    at, key = ["p_at[i]", "p_at[i]"], ["p_source[i]", "p_job_id[i]"]
+    completion = [*key, "p_at[i]", "p_phase[i]", "p_result_ref[i]", "p_traceparent[i]"]
+    dispatch = ["v_completion", "p_handlers[h]", "p_at[i]", "p_at[i]"]
+    body = _words(INGEST_BATCH_FUNCTION)
+    expected = [
+        _spelled_out(sql.INSERT_DELIVERY_ROW, delivery),
+        _spelled_out(sql.REQUEUE_DEAD_FOR_JOB, at + key),
+        _spelled_out(pg_sql.JOB_STATE, key).replace("SELECT state", "SELECT state INTO o_state"),
+        _spelled_out(pg_sql.UPSERT_JOB, names) + " INTO o_state, v_took",
+        _spelled_out(pg_sql.INSERT_COMPLETION, completion) + " INTO v_completion",
+        _spelled_out(sql.INSERT_DISPATCH, dispatch),
+        pg_sql.LOCK_COMPLETIONS_SHARED.replace("SELECT", "PERFORM"),
+    ]
+    for statement in expected:
+        assert _words(statement) in body
+
+
+async def _at_version_9(url: str) -> None:
+    """The schema as version 9 left it, with what version 9 stored (one event per transaction):
+    a job in progress, and one done with its delivery and dispatch."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(_CREATE_VERSIONS)
+        for number, migration in enumerate(POSTGRES_MIGRATIONS[:9], 1):
+            await conn.execute(migration)
+            await conn.execute("INSERT INTO schema_migrations VALUES ($1, 0)", number)
+        future = asyncio.get_running_loop().create_future()
+        for event in (ev("old-run", State.RUNNING, "o1"), ev("old-done", State.SUCCEEDED, "o2")):
+            async with conn.transaction():
+                await ingest_one(conn, Ingest(event, ["a"], False, time.time() - 5, future))
+    finally:
+        await conn.close()
+
+
+@pytest.mark.postgres
+async def test_a_database_at_migration_9_upgrades_in_place(postgres_url: str) -> None:
+    await _at_version_9(postgres_url)
+    async with opened(postgres_url) as store:
+        again = await store.ingest(ev("old-done", State.SUCCEEDED, "o2"), ["a"])
+        done = await store.ingest(ev("old-run", State.SUCCEEDED, "o3"), ["a"])
+        job = await store.get_job("reducto", "old-run")
+        dispatches = await store.dispatches_for("reducto", "old-done")
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        versions = [r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")]
+    finally:
+        await conn.close()
+    assert again.status == "duplicate"
+    assert (done.status, done.completed) == ("accepted", True)
+    assert job is not None
+    assert job.terminal_at is not None
+    assert done.took == job.terminal_at - job.created_at >= 5
+    assert [d.handler for d in dispatches] == ["a"]
+    assert sorted(versions) == list(range(1, len(POSTGRES_MIGRATIONS) + 1))
