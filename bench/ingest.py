@@ -46,15 +46,30 @@ def _measure(
     seconds = args.seconds if seconds is None else seconds
     kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, args.workload)
     waited = quiesce()
+    server = postgres_cpu_seconds() if service.name == "jobhook-pg" else 0.0
     cpu = service.cpu_seconds()
     load = os.getloadavg()[0]
     figures = wrk.run(service.url + "/webhooks/reducto", prefix, connections=args.connections,
                       seconds=seconds)  # fmt: skip
     figures["cpu_us_per_request"] = (service.cpu_seconds() - cpu) / figures["requests"] * 1e6
+    if service.name == "jobhook-pg":
+        server = postgres_cpu_seconds() - server
+        figures["server_cpu_us_per_request"] = server / figures["requests"] * 1e6
     figures["load_average"] = round((load + os.getloadavg()[0]) / 2, 2)
     figures["kinds"] = kinds
     figures["quiesce_seconds"] = round(waited, 1)
     return figures
+
+
+def postgres_cpu_seconds() -> float:
+    """CPU time of the machine's PostgreSQL server processes (its backends included), live ones
+    only: jobhook's connections are pooled, so the backends serving it live through a round."""
+    total = 0.0
+    for proc in psutil.process_iter(["name", "cpu_times"]):
+        times = proc.info["cpu_times"]
+        if proc.info["name"] in ("postgres", "postmaster") and times is not None:
+            total += times.user + times.system
+    return total
 
 
 QUIET_PERCENT = 15.0

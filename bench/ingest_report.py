@@ -92,6 +92,15 @@ def summarise(
          "reference"],
     ]  # fmt: skip
     report.show("ingest targets", ["target", "measured", "verdict"], targets)
+    pg_runs = rounds.get("jobhook-pg", [])
+    if pg_runs and all("server_cpu_us_per_request" in r for r in pg_runs):
+        server = report.median([r["server_cpu_us_per_request"] for r in pg_runs])
+        med["jobhook-pg"]["server_cpu_us_per_request"] = server
+        report.console.print(
+            f"jobhook-pg: the PostgreSQL server's CPU per request {server:,.0f} us, beside "
+            f"jobhook's {med['jobhook-pg']['cpu_us_per_request']:,.0f} (the SQLite row's CPU "
+            "includes its writer process; this row's does not include the server)"
+        )
     report.show(
         "store size (MB)",
         ["store", "before", "after the rounds", "after"],
