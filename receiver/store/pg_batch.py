@@ -23,6 +23,7 @@ import structlog
 
 from receiver.errors import StoreUnavailableError
 from receiver.store import records
+from receiver.store.batching import take_batch
 from receiver.store.pg_ingest import Ingest, ingest_batch, ingest_one
 
 if TYPE_CHECKING:
@@ -101,13 +102,7 @@ class PgGroupCommit:
             first = await self._queue.get()
             if first is None:
                 break
-            batch = [first]
-            while len(batch) < self._batch_max and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
+            batch, stopping = take_batch(self._queue, first, self._batch_max)
             task = asyncio.create_task(self._commit(batch), name="postgres-ingest-batch")
             flying.add(task)
             task.add_done_callback(functools.partial(_landed, flying, slots))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
+from receiver.store.batching import take_batch
 from receiver.store.write_gate import WriteGate
 from receiver.store.writer_client import encode
 
@@ -115,13 +116,7 @@ class GroupCommit:
             if first is None:
                 break
             await self._gate.enter()
-            batch = [first]
-            while len(batch) < self._batch_max and not self._queue.empty():
-                item = self._queue.get_nowait()
-                if item is None:
-                    stopping = True
-                    break
-                batch.append(item)
+            batch, stopping = take_batch(self._queue, first, self._batch_max)
             try:
                 await self._commit(batch)
             finally:
