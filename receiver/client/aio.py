@@ -15,7 +15,7 @@ from receiver.client.models import Completion, Job, JobDetail, Page, ReprocessOu
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncGenerator, AsyncIterator, Mapping
     from types import TracebackType
 
 
@@ -125,7 +125,7 @@ class AsyncClient:
 
     async def list(
         self, *, page_size: int = 50, **filters: Unpack[core.Filters]
-    ) -> AsyncIterator[Job]:
+    ) -> AsyncGenerator[Job]:
         """Every job the filters select, newest first, fetched a page at a time."""
         params = core.filter_params(filters)
         cursor: str | None = None
@@ -157,7 +157,7 @@ class AsyncClient:
     async def events(
         self, *, last_event_id: int | None = None, heartbeat: float = core.DEFAULT_HEARTBEAT,
         give_up_after: float | None = 300.0,
-    ) -> AsyncIterator[Completion]:  # fmt: skip
+    ) -> AsyncGenerator[Completion]:  # fmt: skip
         """Completions as jobs become terminal, from after ``last_event_id`` (None: from now).
 
         Reconnects with ``Last-Event-ID`` whenever the stream breaks or the service restarts,
@@ -197,14 +197,14 @@ class AsyncClient:
     async def export(
         self, *, format: str = "jsonl", include_result: bool = False,
         fields: builtins.list[str] | None = None, **filters: Unpack[core.Filters],
-    ) -> AsyncIterator[str]:  # fmt: skip
+    ) -> AsyncGenerator[str]:  # fmt: skip
         """The export (``jsonl`` or ``csv``) as text as it streams; joined, the whole file."""
         call = core.export(core.filter_params(filters), format, include_result,
                            ",".join(fields) if fields else None)  # fmt: skip
         async for chunk in self.stream_text(call):
             yield chunk
 
-    async def stream_text(self, call: core.Call) -> AsyncIterator[str]:
+    async def stream_text(self, call: core.Call) -> AsyncGenerator[str]:
         """Send ``call`` and yield its answer's text as it streams, or raise the mapped error."""
         async with self._stream(call) as response:
             async for chunk in response.aiter_text():

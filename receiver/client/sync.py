@@ -14,7 +14,7 @@ from receiver.client.models import Completion, Job, JobDetail, Page, ReprocessOu
 
 if TYPE_CHECKING:
     import builtins
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Generator, Iterator, Mapping
     from types import TracebackType
 
 
@@ -122,7 +122,7 @@ class Client:
         call = core.list_jobs(core.filter_params(filters), limit, cursor)
         return Page.model_validate(self.send(call))
 
-    def list(self, *, page_size: int = 50, **filters: Unpack[core.Filters]) -> Iterator[Job]:
+    def list(self, *, page_size: int = 50, **filters: Unpack[core.Filters]) -> Generator[Job]:
         """Every job the filters select, newest first, fetched a page at a time."""
         params = core.filter_params(filters)
         cursor: str | None = None
@@ -153,7 +153,7 @@ class Client:
     def events(
         self, *, last_event_id: int | None = None, heartbeat: float = core.DEFAULT_HEARTBEAT,
         give_up_after: float | None = 300.0,
-    ) -> Iterator[Completion]:  # fmt: skip
+    ) -> Generator[Completion]:  # fmt: skip
         """Completions as jobs become terminal, from after ``last_event_id`` (None: from now).
 
         Reconnects with ``Last-Event-ID`` whenever the stream breaks or the service restarts,
@@ -191,13 +191,13 @@ class Client:
     def export(
         self, *, format: str = "jsonl", include_result: bool = False,
         fields: builtins.list[str] | None = None, **filters: Unpack[core.Filters],
-    ) -> Iterator[str]:  # fmt: skip
+    ) -> Generator[str]:  # fmt: skip
         """The export (``jsonl`` or ``csv``) as text as it streams; joined, the whole file."""
         call = core.export(core.filter_params(filters), format, include_result,
                            ",".join(fields) if fields else None)  # fmt: skip
         yield from self.stream_text(call)
 
-    def stream_text(self, call: core.Call) -> Iterator[str]:
+    def stream_text(self, call: core.Call) -> Generator[str]:
         """Send ``call`` and yield its answer's text as it streams, or raise the mapped error."""
         with self._stream(call) as response:
             yield from response.iter_text()
