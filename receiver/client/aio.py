@@ -11,7 +11,16 @@ import httpx
 
 from receiver.client import core
 from receiver.client.errors import JobhookError, TransportError
-from receiver.client.models import Completion, Job, JobDetail, Page, ReprocessOutcome, Stats
+from receiver.client.models import (
+    Completion,
+    Job,
+    JobDetail,
+    Page,
+    Replayed,
+    ReprocessOutcome,
+    Stats,
+    Tracked,
+)
 
 if TYPE_CHECKING:
     import builtins
@@ -110,18 +119,18 @@ class AsyncClient:
     ) -> Job:  # fmt: skip
         """Register a job just submitted to its provider, so jobhook watches (and polls) it."""
         doc = await self.send(core.track(source, job_id, metadata or {}, pages))
-        return Job.model_validate(doc["job"])
+        return core.parse(Tracked, doc).job
 
     async def get(self, source: str, job_id: str) -> JobDetail:
         """The job with its deliveries, completion and handlers' dispatches; NotFound if unknown."""
-        return JobDetail.model_validate(await self.send(core.get_job(source, job_id)))
+        return core.parse(JobDetail, await self.send(core.get_job(source, job_id)))
 
     async def page(
         self, *, limit: int = 50, cursor: str | None = None, **filters: Unpack[core.Filters]
     ) -> Page:
         """One page of jobs, newest first; pass its ``next_cursor`` for the next."""
         call = core.list_jobs(core.filter_params(filters), limit, cursor)
-        return Page.model_validate(await self.send(call))
+        return core.parse(Page, await self.send(call))
 
     async def list(
         self, *, page_size: int = 50, **filters: Unpack[core.Filters]
@@ -130,7 +139,7 @@ class AsyncClient:
         params = core.filter_params(filters)
         cursor: str | None = None
         while True:
-            page = Page.model_validate(await self.send(core.list_jobs(params, page_size, cursor)))
+            page = core.parse(Page, await self.send(core.list_jobs(params, page_size, cursor)))
             for job in page.jobs:
                 yield job
             if page.next_cursor is None:
@@ -182,17 +191,15 @@ class AsyncClient:
     ) -> int:  # fmt: skip
         """Queue the job's dead handler deliveries again (or every one's); how many were."""
         doc = await self.send(core.replay(source, job_id, handler, include_succeeded))
-        return int(doc["requeued"])
+        return core.parse(Replayed, doc).requeued
 
     async def reprocess(self, source: str, job_id: str, *, force: bool = False) -> ReprocessOutcome:
         """Submit a finished job again at its provider (once, unless ``force``)."""
-        return ReprocessOutcome.model_validate(
-            await self.send(core.reprocess(source, job_id, force))
-        )
+        return core.parse(ReprocessOutcome, await self.send(core.reprocess(source, job_id, force)))
 
     async def stats(self, period: str = "24h") -> Stats:
         """The period's figures: ``24h``, ``7d`` or ``30d``."""
-        return Stats.model_validate(await self.send(core.stats(period)))
+        return core.parse(Stats, await self.send(core.stats(period)))
 
     async def export(
         self, *, format: str = "jsonl", include_result: bool = False,

@@ -14,8 +14,10 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 from urllib.parse import quote
+
+from pydantic import BaseModel, ValidationError
 
 from receiver.client.errors import (
     ApiError,
@@ -29,6 +31,8 @@ from receiver.client.errors import (
     WaitTimeout,
 )
 from receiver.client.models import Completion, JobDetail
+
+M = TypeVar("M", bound=BaseModel)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -254,6 +258,16 @@ def document(body: bytes) -> Any:
         raise ProtocolError("the answer is not JSON: is the URL jobhook's?") from None
 
 
+def parse(model: type[M], doc: Any) -> M:
+    """``doc`` as ``model``; ProtocolError when it does not have that shape."""
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the document"
+        raise ProtocolError(f"the answer is not the admin API's: {where}: {first['msg']}") from None
+
+
 def retryable(exc: JobhookError) -> bool:
     """Worth trying again: the service was unreachable, broke the connection, or was down."""
     return isinstance(exc, TransportError | ServiceUnavailable)
@@ -314,7 +328,7 @@ class WaitPlan:
     def answered(self, status: int, doc: Any) -> JobDetail | None:
         """The detail once terminal; None to ask again."""
         self.backoff.reset()
-        self.last = JobDetail.model_validate(doc)
+        self.last = parse(JobDetail, doc)
         return self.last if status == 200 and self.last.job.terminal else None
 
     def failed(self, exc: JobhookError) -> float:
@@ -377,7 +391,7 @@ class EventsPlan:
             self._reset_event()
             if kind != "completion" or not data:
                 return None
-            completion = Completion.model_validate_json(data)
+            completion = parse(Completion, document(data.encode()))
             self._alive()
             if ident is not None and ident.isdigit():
                 seen = self.last_event_id

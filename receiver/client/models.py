@@ -83,6 +83,19 @@ class Job(Model):
         return self.state == "succeeded"
 
 
+class Tracked(Model):
+    """``POST /jobs``'s answer."""
+
+    status: str
+    job: Job
+
+
+class Replayed(Model):
+    """``POST /jobs/{source}/{job_id}/replay``'s answer: how many deliveries were queued."""
+
+    requeued: int
+
+
 class Delivery(Model):
     message_id: str
     state: str

@@ -10,7 +10,16 @@ import httpx
 
 from receiver.client import core
 from receiver.client.errors import JobhookError, TransportError
-from receiver.client.models import Completion, Job, JobDetail, Page, ReprocessOutcome, Stats
+from receiver.client.models import (
+    Completion,
+    Job,
+    JobDetail,
+    Page,
+    Replayed,
+    ReprocessOutcome,
+    Stats,
+    Tracked,
+)
 
 if TYPE_CHECKING:
     import builtins
@@ -109,25 +118,25 @@ class Client:
     ) -> Job:  # fmt: skip
         """Register a job just submitted to its provider, so jobhook watches (and polls) it."""
         doc = self.send(core.track(source, job_id, metadata or {}, pages))
-        return Job.model_validate(doc["job"])
+        return core.parse(Tracked, doc).job
 
     def get(self, source: str, job_id: str) -> JobDetail:
         """The job with its deliveries, completion and handlers' dispatches; NotFound if unknown."""
-        return JobDetail.model_validate(self.send(core.get_job(source, job_id)))
+        return core.parse(JobDetail, self.send(core.get_job(source, job_id)))
 
     def page(
         self, *, limit: int = 50, cursor: str | None = None, **filters: Unpack[core.Filters]
     ) -> Page:
         """One page of jobs, newest first; pass its ``next_cursor`` for the next."""
         call = core.list_jobs(core.filter_params(filters), limit, cursor)
-        return Page.model_validate(self.send(call))
+        return core.parse(Page, self.send(call))
 
     def list(self, *, page_size: int = 50, **filters: Unpack[core.Filters]) -> Generator[Job]:
         """Every job the filters select, newest first, fetched a page at a time."""
         params = core.filter_params(filters)
         cursor: str | None = None
         while True:
-            page = Page.model_validate(self.send(core.list_jobs(params, page_size, cursor)))
+            page = core.parse(Page, self.send(core.list_jobs(params, page_size, cursor)))
             yield from page.jobs
             if page.next_cursor is None:
                 return
@@ -178,15 +187,15 @@ class Client:
     ) -> int:  # fmt: skip
         """Queue the job's dead handler deliveries again (or every one's); how many were."""
         doc = self.send(core.replay(source, job_id, handler, include_succeeded))
-        return int(doc["requeued"])
+        return core.parse(Replayed, doc).requeued
 
     def reprocess(self, source: str, job_id: str, *, force: bool = False) -> ReprocessOutcome:
         """Submit a finished job again at its provider (once, unless ``force``)."""
-        return ReprocessOutcome.model_validate(self.send(core.reprocess(source, job_id, force)))
+        return core.parse(ReprocessOutcome, self.send(core.reprocess(source, job_id, force)))
 
     def stats(self, period: str = "24h") -> Stats:
         """The period's figures: ``24h``, ``7d`` or ``30d``."""
-        return Stats.model_validate(self.send(core.stats(period)))
+        return core.parse(Stats, self.send(core.stats(period)))
 
     def export(
         self, *, format: str = "jsonl", include_result: bool = False,
