@@ -167,3 +167,17 @@ def test_the_token_is_read_from_the_environment_and_never_shown() -> None:
     assert "s3cret-token" not in repr(target)
     assert "s3cret-token" not in str(target.token)
     assert core.Target.resolve(None, "", {}).headers() == {}
+
+
+def test_the_client_imports_nothing_of_the_service() -> None:
+    """Pipeline code that imports the client loads no server module and no server library."""
+    import subprocess
+    import sys
+
+    server = "('receiver', 'starlette', 'svix', 'structlog', 'uvicorn')"
+    code = ("import sys, receiver.client; print(' '.join(sorted(m for m in sys.modules "
+            f"if m.split('.')[0] in {server})))")  # fmt: skip
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout.split()  # fmt: skip
+    assert loaded
+    assert all(name == "receiver" or name.startswith("receiver.client") for name in loaded), loaded
