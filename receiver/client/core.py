@@ -9,6 +9,7 @@ design of httpx's and h11's cores).
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -244,10 +245,12 @@ def error_for(
 
 
 def _seconds(text: str | None) -> float | None:
+    """``Retry-After`` in seconds (an HTTP date, or nonsense, gives None)."""
     try:
-        return max(float(text), 0.0) if text else None
+        seconds = float(text) if text else math.nan
     except ValueError:
         return None
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 def document(body: bytes) -> Any:
