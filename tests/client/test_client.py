@@ -125,8 +125,10 @@ async def test_events_yield_completions_after_the_given_id_and_none_before(
 ) -> None:
     url = service[1]
     await _webhook(url, "before")
-    listening = jobhook.events(2, heartbeat=0.2)
-    await asyncio.sleep(0.5)  # connected: the stream starts after "before"
+    before = (await jobhook.get("reducto", "before")).completion
+    assert before is not None
+    # From "before"'s id, however late the stream connects.
+    listening = jobhook.events(2, heartbeat=0.2, last_event_id=before.id)
     await _webhook(url, "one", batch="7")
     await _webhook(url, "two", status="Failed")
     got = await asyncio.wait_for(listening, 10)

@@ -49,14 +49,14 @@ async def test_wait_and_events_ride_out_a_kill_and_restart_of_the_service(tmp_pa
 
     def listen_sync() -> None:
         with Client(url, TOKEN) as client:
-            for completion in client.events(heartbeat=0.5, give_up_after=5):
+            for completion in client.events(last_event_id=0, heartbeat=0.5, give_up_after=5):
                 seen["sync"].append(completion)
                 if len(seen["sync"]) == len(EXPECTED):
                     return
 
     async def listen_async() -> None:
         async with AsyncClient(url, TOKEN) as client:
-            async for completion in client.events(heartbeat=0.5, give_up_after=5):
+            async for completion in client.events(last_event_id=0, heartbeat=0.5, give_up_after=5):
                 seen["async"].append(completion)
                 if len(seen["async"]) == len(EXPECTED):
                     return
@@ -71,7 +71,7 @@ async def test_wait_and_events_ride_out_a_kill_and_restart_of_the_service(tmp_pa
             asyncio.create_task(asyncio.to_thread(listen_sync)),
             asyncio.create_task(listen_async()),
         ]
-        await asyncio.sleep(0.5)  # the long-polls and the event streams are open
+        await asyncio.sleep(0.5)  # the long-polls are open (the streams start from id 0)
         await _deliver(url, "one")
         await until(lambda: len(seen["sync"]) == len(seen["async"]) == 1)
         kill(service)
