@@ -19,6 +19,7 @@ PACKAGES = ("receiver", "handlers")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("receiver.__main__",),
     ("receiver.cli",),
+    ("receiver.client",),
     ("receiver.service",),
     ("receiver.console",),
     ("receiver.intake", "receiver.admin", "receiver.sim"),

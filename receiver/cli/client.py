@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
-
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
 from receiver.admin.export import export_lines, parse_fields
+from receiver.client import ApiError, Client, NotFound, TransportError, Unauthorized
+from receiver.client import JobhookError as ClientSideError
+from receiver.client import core as calls
 from receiver.errors import ConfigError, JobhookError
 
 if TYPE_CHECKING:
@@ -37,24 +38,24 @@ class ClientError(Exception):
         self.exit_code = exit_code
 
 
-REPROCESS_TIMEOUT = httpx.Timeout(30.0, read=600.0)
-"""A reprocess call waits for the provider's rate budget, one submission after another."""
-
-
 class ServiceClient:
-    """The admin API of a running jobhook."""
+    """The admin API of a running jobhook, through ``receiver.client``: its documents as the
+    service sends them (the CLI prints them as they are), its errors as terminal messages."""
 
     def __init__(
         self, url: str, token: str | None, *, timeout: float = 30.0, store_fallback: bool = False
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.url = url.rstrip("/")
         self._token_given = bool(token)
         self._unreachable_hint = (
             "is `jobhook serve` running? Point --url (or JOBHOOK_URL) at it"
             + (", or pass --config to read the store without a service" if store_fallback else "")
         )
-        self._client = httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+        try:
+            # click has read JOBHOOK_URL and JOBHOOK_ADMIN_TOKEN already
+            self._client = Client(url, token or None, timeout=timeout, environ={})
+        except ValueError as exc:
+            raise ClientError(f"--url: {exc}", exit_code=2) from exc
+        self.url = self._client.url
 
     def __repr__(self) -> str:
         return f"ServiceClient({self.url!r})"
@@ -62,89 +63,75 @@ class ServiceClient:
     def close(self) -> None:
         self._client.close()
 
-    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, call: calls.Call) -> dict[str, Any]:
         try:
-            response = self._client.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
-            raise self._unreachable(exc) from exc
-        _check(response, token_given=self._token_given)
-        return response
+            data: dict[str, Any] = self._client.send(call)
+        except ClientSideError as exc:
+            raise self._translate(exc) from exc
+        return data
 
-    def _unreachable(self, exc: httpx.HTTPError) -> ClientError:
-        return ClientError(f"cannot reach {self.url} ({type(exc).__name__}); "
-                           f"{self._unreachable_hint}")  # fmt: skip
+    def _translate(self, exc: ClientSideError) -> ClientError:
+        if isinstance(exc, TransportError):
+            return ClientError(f"cannot reach {self.url} ({exc.reason}); {self._unreachable_hint}")
+        if isinstance(exc, Unauthorized) and not self._token_given:
+            return ClientError("no admin token given; pass --token or set JOBHOOK_ADMIN_TOKEN to "
+                               "the service's server.admin_token")  # fmt: skip
+        if isinstance(exc, Unauthorized):
+            return ClientError(
+                "the service refused the admin token; pass the service's server.admin_token "
+                "with --token or JOBHOOK_ADMIN_TOKEN"
+            )
+        if isinstance(exc, NotFound) and not exc.code:
+            return ClientError("no admin API there: wrong --url, or server.admin_token is not set")
+        if isinstance(exc, ApiError):
+            return ClientError(
+                f"{exc.message} ({exc.status})", 2 if exc.status in (400, 413) else 4
+            )
+        return ClientError(str(exc))
 
     def list_jobs(self, filters: Filters, limit: int, cursor: str | None) -> dict[str, Any]:
-        params = {**_params(filters), "limit": limit, "cursor": cursor}
-        data: dict[str, Any] = self._call("GET", "/jobs", params=_drop_none(params)).json()
-        return data
+        return self._send(calls.list_jobs(_params(filters), limit, cursor))
 
     def show(self, source: str, job_id: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._call("GET", _job_path(source, job_id)).json()
-        return data
+        return self._send(calls.get_job(source, job_id))
 
     def stats(self, period: str) -> dict[str, Any]:
-        data: dict[str, Any] = self._call("GET", "/jobs/stats", params={"period": period}).json()
-        return data
+        return self._send(calls.stats(period))
 
     def export(
         self, filters: Filters, fmt: str, include_result: bool, fields: str | None = None
     ) -> Iterator[str]:
-        params = {**_params(filters), "format": fmt, "include_result": str(include_result).lower()}
-        params["fields"] = fields
-        request = self._client.build_request("GET", "/jobs/export", params=_drop_none(params))
+        call = calls.export(_params(filters), fmt, include_result, fields)
         try:
-            response = self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self._unreachable(exc) from exc
-        try:
-            if response.status_code != 200:
-                response.read()
-                _check(response, token_given=self._token_given)
-            yield from response.iter_text()
-        finally:
-            response.close()
+            yield from self._client.stream_text(call)
+        except ClientSideError as exc:
+            raise self._translate(exc) from exc
 
     def track(
         self, source: str, job_id: str, metadata: dict[str, str], pages: int | None
     ) -> dict[str, Any]:
-        body = {"source": source, "job_id": job_id, "metadata": metadata, "pages": pages}
-        data: dict[str, Any] = self._call("POST", "/jobs", json=body).json()
-        return data
+        return self._send(calls.track(source, job_id, metadata, pages))
 
     def replay(
         self, source: str, job_id: str, handler: str | None, include_succeeded: bool
     ) -> dict[str, Any]:
-        body = {"handler": handler, "include_succeeded": include_succeeded}
-        path = _job_path(source, job_id) + "/replay"
-        data: dict[str, Any] = self._call("POST", path, json=body).json()
-        return data
+        return self._send(calls.replay(source, job_id, handler, include_succeeded))
 
     def replay_matching(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /jobs/replay``: one call of a bulk replay (or its dry run)."""
-        data: dict[str, Any] = self._call("POST", "/jobs/replay", json=body).json()
-        return data
+        return self._send(calls.replay_matching(body))
 
     def reprocess(self, source: str, job_id: str, force: bool) -> dict[str, Any]:
         """``POST /jobs/{source}/{job_id}/reprocess``: submit one job again at its provider."""
-        path = _job_path(source, job_id) + "/reprocess"
-        data: dict[str, Any] = self._call("POST", path, json={"force": force},
-                                          timeout=REPROCESS_TIMEOUT).json()  # fmt: skip
-        return data
+        return self._send(calls.reprocess(source, job_id, force))
 
     def reprocess_matching(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /jobs/reprocess``: one call of a bulk reprocess (or its dry run)."""
-        response = self._call("POST", "/jobs/reprocess", json=body, timeout=REPROCESS_TIMEOUT)
-        data: dict[str, Any] = response.json()
-        return data
+        return self._send(calls.reprocess_matching(body))
 
     def wait(self, source: str, job_id: str, seconds: float) -> dict[str, Any]:
         """One long-poll of at most ``seconds``: the job's detail, terminal or not."""
-        path = _job_path(source, job_id) + "/wait"
-        params = {"timeout": f"{seconds:.3f}"}
-        timeout = httpx.Timeout(30.0, read=seconds + 30.0)
-        data: dict[str, Any] = self._call("GET", path, params=params, timeout=timeout).json()
-        return data
+        return self._send(calls.wait_once(source, job_id, seconds))
 
 
 class StoreReader:
@@ -229,36 +216,12 @@ class StoreReader:
             yield line
 
 
-def _check(response: httpx.Response, *, token_given: bool) -> None:
-    if response.status_code < 400:
-        return
-    try:
-        body = response.json()
-        error, detail = body.get("error", ""), body.get("detail", "")
-    except ValueError:
-        error, detail = "", ""
-    if response.status_code == 401 and not token_given:
-        raise ClientError("no admin token given; pass --token or set JOBHOOK_ADMIN_TOKEN to the "
-                          "service's server.admin_token")  # fmt: skip
-    if response.status_code == 401:
-        raise ClientError("the service refused the admin token; pass the service's "
-                          "server.admin_token with --token or JOBHOOK_ADMIN_TOKEN")  # fmt: skip
-    if response.status_code == 404 and not error:
-        raise ClientError("no admin API there: wrong --url, or server.admin_token is not set")
-    exit_code = 2 if response.status_code in (400, 413) else 4
-    raise ClientError(f"{detail or error or response.reason_phrase} ({response.status_code})",
-                      exit_code)  # fmt: skip
-
-
-def _job_path(source: str, job_id: str) -> str:
-    from urllib.parse import quote
-
-    return f"/jobs/{quote(source, safe='')}/{quote(job_id, safe='')}"
-
-
-def _params(filters: Filters) -> dict[str, Any]:
-    return {key: value for key, value in filters.items() if value not in (None, (), [])}
-
-
-def _drop_none(params: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in params.items() if value is not None}
+def _params(filters: Filters) -> list[tuple[str, str]]:
+    """The filter options as query parameters (metadata repeated); empty ones left out."""
+    params: list[tuple[str, str]] = []
+    for key, value in filters.items():
+        if isinstance(value, list | tuple):
+            params += [(key, str(item)) for item in value]
+        elif value is not None:
+            params.append((key, str(value)))
+    return params
