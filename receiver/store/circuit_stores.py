@@ -20,6 +20,7 @@ _CLAIM_PROBE = numbered(
     circuits.CLAIM_PROBE.replace("LIMIT 1)", "LIMIT 1 FOR UPDATE OF d SKIP LOCKED)")
 )
 _NO_PROBE = numbered(circuits.NO_PROBE)
+_PROBE_NOW = numbered(circuits.PROBE_NOW)
 
 
 class SQLiteCircuits:
@@ -40,6 +41,9 @@ class SQLiteCircuits:
 
     async def circuit_succeeded(self, handler: str, now: float) -> None:
         await self._write_sync(_execute, circuits.SUCCEEDED, (now, handler))
+
+    async def circuit_probe_now(self, handler: str, now: float) -> None:
+        await self._write_sync(_execute, circuits.PROBE_NOW, (now, now, handler, now))
 
     async def circuits(self) -> list[CircuitRow]:
         return [circuits.circuit_row(r) for r in await self._read(circuits.LIST)]
@@ -64,6 +68,9 @@ class PostgresCircuits:
 
     async def circuit_succeeded(self, handler: str, now: float) -> None:
         await self._db.execute(_SUCCEEDED, now, handler)
+
+    async def circuit_probe_now(self, handler: str, now: float) -> None:
+        await self._db.execute(_PROBE_NOW, now, now, handler, now)
 
     async def circuits(self) -> list[CircuitRow]:
         return [circuits.circuit_row(r) for r in await self._db.fetch(circuits.LIST)]

@@ -43,6 +43,13 @@ UPDATE circuits SET state = 'closed', failures = 0, opened_at = NULL, retry_at =
 WHERE handler = ? AND (state <> 'closed' OR failures > 0)
 """
 
+# An operator replayed a delivery: an open circuit lets its probe through now, not at the end of
+# its cool-down (a half-open one's probe is already out). handler, now, now, now.
+PROBE_NOW = """
+UPDATE circuits SET retry_at = ?, updated_at = ?
+WHERE handler = ? AND state = 'open' AND retry_at > ?
+"""
+
 LIST = "SELECT handler, state, failures, opened_at, retry_at FROM circuits ORDER BY handler"
 
 # The cool-down (or a dead probe's lease) is over: this claimer probes. Row locks make one win.
