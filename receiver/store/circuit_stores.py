@@ -21,6 +21,7 @@ _CLAIM_PROBE = numbered(
 )
 _NO_PROBE = numbered(circuits.NO_PROBE)
 _PROBE_NOW = numbered(circuits.PROBE_NOW)
+_PROBE_DUE = numbered(circuits.PROBE_DUE)
 
 
 class SQLiteCircuits:
@@ -43,7 +44,7 @@ class SQLiteCircuits:
         await self._write_sync(_execute, circuits.SUCCEEDED, (now, handler))
 
     async def circuit_probe_now(self, handler: str, now: float) -> None:
-        await self._write_sync(_execute, circuits.PROBE_NOW, (now, now, handler, now))
+        await self._write_sync(circuits.probe_now_sync, handler, now)
 
     async def circuits(self) -> list[CircuitRow]:
         return [circuits.circuit_row(r) for r in await self._read(circuits.LIST)]
@@ -70,7 +71,11 @@ class PostgresCircuits:
         await self._db.execute(_SUCCEEDED, now, handler)
 
     async def circuit_probe_now(self, handler: str, now: float) -> None:
-        await self._db.execute(_PROBE_NOW, now, now, handler, now)
+        async def op(conn: Conn) -> None:
+            await conn.execute(_PROBE_DUE, now, handler, now, handler)
+            await conn.execute(_PROBE_NOW, now, now, handler, now)
+
+        await self._db.transaction(op)
 
     async def circuits(self) -> list[CircuitRow]:
         return [circuits.circuit_row(r) for r in await self._db.fetch(circuits.LIST)]

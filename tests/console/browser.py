@@ -4,8 +4,8 @@ driven by Playwright.
 
 Without Chromium or Playwright the tests skip with the reason; under
 ``JOBHOOK_REQUIRE_SERVICES=1`` (``.ci/run``, which installs Chromium) they fail instead.
-Screenshots go to ``JOBHOOK_CONSOLE_SHOTS`` when set (the docs' images), else to the
-git-ignored ``test-artefacts/console``.
+The docs' screenshots go to ``JOBHOOK_CONSOLE_SHOTS`` (set only to make them); the layout test
+photographs every page into its own ``tmp_path``.
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def docs_mode() -> bool:
 
 
 def shots_dir() -> Path:
-    chosen = os.environ.get("JOBHOOK_CONSOLE_SHOTS")
-    folder = Path(chosen) if chosen else REPO / "test-artefacts" / "console"
+    """Where the docs' screenshots go (``JOBHOOK_CONSOLE_SHOTS``, relative to the repository)."""
+    folder = Path(os.environ["JOBHOOK_CONSOLE_SHOTS"])
     folder = folder if folder.is_absolute() else REPO / folder
     folder.mkdir(parents=True, exist_ok=True)
     return folder

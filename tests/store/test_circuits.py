@@ -97,3 +97,15 @@ async def test_probe_now_lets_one_probe_through_before_the_cooldown_ends(store: 
     assert await claim_all(store, "w2", now + 2) == []
     await store.circuit_probe_now("other", now + 2)
     assert [c.handler for c in await store.circuits()] == ["hook"]
+
+
+async def test_probe_now_takes_a_held_delivery_whose_next_try_is_later(store: Store) -> None:
+    await complete(store, "job-1", "hook")
+    now = time.time() + 1
+    (first,) = await claim_all(store, "w1", now)
+    await store.finish_dispatch(first.id, "w1", error="down", next_attempt_at=now + 100)
+    await fail(store, "hook", 5, now)
+    await store.circuit_probe_now("hook", now + 1)
+    (probe,) = await claim_all(store, "w1", now + 1)
+    assert probe.id == first.id
+    assert [c.state for c in await store.circuits()] == ["half_open"]

@@ -1,0 +1,120 @@
+"""Every console page at phone and desktop widths, light and dark, looked at as boxes: no two
+sibling layout boxes (panels, tables, charts, tiles) intersect, nothing spills out of its panel,
+and the page never scrolls sideways. The data is the console demo's (two providers, failed
+jobs, a weak field, dead deliveries, an open circuit), so every panel has something in it.
+
+One browser for the module; each page is loaded once per width and colour scheme, checked and
+photographed into the test's ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from receiver.cli.demo_console import HANDLER, console_demo
+from tests.console.browser import CHROMIUM_ARGS, chromium
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
+    from receiver.cli.demo_console import ConsoleDemo
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+WIDTHS = (390, 1280, 1920)
+SCHEMES = ("light", "dark")
+HEIGHT = 900
+
+_SOURCE = (Path(__file__).parent / "layout.js").read_text()
+LAYOUT = _SOURCE[_SOURCE.index("() =>") :]  # the function, without the comment above it
+
+BROKEN = """<!doctype html><meta name="viewport" content="width=device-width">
+<main><div class="grid" style="display:grid;grid-template-columns:1fr 1fr;gap:8px">
+<section class="panel"><table style="width:900px"><tr><td>wide</td></tr></table></section>
+<section class="panel">next</section></div>
+<div class="charts" style="display:flex">
+<figure class="chart" style="width:200px;margin-right:-80px">a</figure>
+<figure class="chart" style="width:200px">b</figure></div></main>"""
+
+
+async def _ready(demo: ConsoleDemo) -> None:
+    """Every job terminal and resolved, and the downstream handler's circuit open."""
+    store = demo.app.state.store
+    deadline = time.monotonic() + 60
+    while True:
+        jobs = [await store.get_job(s, j) for s, ids in demo.jobs.items() for j in ids]
+        backlog = await store.backlog()
+        circuits = {c.handler: c.state for c in await store.circuits()}
+        if (
+            all(j is not None and j.terminal_at is not None for j in jobs)
+            and backlog.resolving == 0
+            and backlog.dead > 0
+            and circuits.get(HANDLER) == "open"
+        ):
+            return
+        assert time.monotonic() < deadline, (backlog, circuits)
+        await asyncio.sleep(0.2)
+
+
+async def _log_in(page: Page, demo: ConsoleDemo) -> None:
+    await page.goto(demo.ui_url)
+    await page.get_by_label("Admin token").fill(demo.token)
+    await page.get_by_role("button", name="Log in").click()
+    await page.wait_for_url("**/ui/jobs")
+
+
+async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path) -> None:
+    executable = chromium()
+    from playwright.async_api import async_playwright
+
+    async with (
+        console_demo(jobs=5, drop=0.0, down_seconds=3600) as demo,
+        async_playwright() as pw,
+    ):
+        browser = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            check = await browser.new_page(viewport={"width": 390, "height": HEIGHT})
+            await check.set_content(BROKEN)
+            found: list[str] = await check.evaluate(LAYOUT)
+            # The check itself sees a table spilling out of its panel, two overlapping charts
+            # and the sideways scroll they cause.
+            assert any("spills out of" in p for p in found), found
+            assert any("figure.chart overlaps figure.chart" in p for p in found), found
+            assert any("scrolls sideways" in p for p in found), found
+            await check.close()
+
+            await _ready(demo)
+            job = next(j for j in demo.jobs["docextract"])
+            pages = {"jobs": "/ui/jobs", "job": f"/ui/jobs/docextract/{job}", "dead": "/ui/dead",
+                     "overview": "/ui/overview", "live": "/ui/live"}  # fmt: skip
+            problems: dict[str, list[str]] = {}
+            for scheme in SCHEMES:
+                context = await browser.new_context(
+                    viewport={"width": WIDTHS[0], "height": HEIGHT}, color_scheme=scheme
+                )
+                page = await context.new_page()
+                await page.goto(demo.ui_url)
+                await _shoot(page, tmp_path, problems, f"login-{scheme}")
+                await _log_in(page, demo)
+                for width in WIDTHS:
+                    await page.set_viewport_size({"width": width, "height": HEIGHT})
+                    for name, path in pages.items():
+                        await page.goto(demo.url + path)
+                        await _shoot(page, tmp_path, problems, f"{name}-{width}-{scheme}")
+                await context.close()
+        finally:
+            await browser.close()
+    assert problems == {}
+    assert len(list(tmp_path.glob("*.png"))) == len(SCHEMES) * (1 + len(WIDTHS) * len(pages))
+
+
+async def _shoot(page: Page, folder: Path, problems: dict[str, Any], name: str) -> None:
+    found = await page.evaluate(LAYOUT)
+    if found:
+        problems[name] = found
+    await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
