@@ -102,6 +102,7 @@ async def _job_page(
     for d in detail["dispatches"]:
         d["tries"] = timeline.tries(attempts, d["handler"], d["state"])
         d["held"] = held.get(d["handler"]) if d["state"] in ("pending", "running") else None
+        d["circuit"] = held.get(d["handler"]) if d["state"] == "dead" else None
     doc = detail["job"]
     fields = doc.get("fields") or {}
     threshold = _threshold(request, source)

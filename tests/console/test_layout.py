@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from receiver.cli.demo_console import HANDLER, console_demo
+from receiver.cli.demo_console import HANDLER, console_demo, guide
 from tests.console.browser import CHROMIUM_ARGS, chromium
 
 if TYPE_CHECKING:
@@ -106,11 +106,29 @@ async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path)
                     for name, path in pages.items():
                         await page.goto(demo.url + path)
                         await _shoot(page, tmp_path, problems, f"{name}-{width}-{scheme}")
+                await _overview_as_the_demo_says(page, demo)
                 await context.close()
         finally:
             await browser.close()
     assert problems == {}
     assert len(list(tmp_path.glob("*.png"))) == len(SCHEMES) * (1 + len(WIDTHS) * len(pages))
+
+
+async def _overview_as_the_demo_says(page: Page, demo: ConsoleDemo) -> None:
+    """The Overview shows what the demo's guide announces: total's p10 marked under 0.80; and
+    an interval's values when it has keyboard focus."""
+    await page.goto(demo.url + "/ui/overview")
+    total = page.locator("tr", has_text="total").filter(has_text="docextract")
+    assert (await total.locator("td.low").inner_text()).startswith("0.62 < 0.80")
+    assert 'field "total" with its p10 (0.62)' in " ".join(guide(demo, 0).split())
+    column = page.locator("#chart-2 g.col").last
+    tip = column.locator("text.tip")
+    assert not await tip.is_visible()
+    await column.focus()
+    assert await tip.is_visible()
+    text = await tip.text_content() or ""
+    assert "p50" in text
+    assert "p95" in text
 
 
 async def _shoot(page: Page, folder: Path, problems: dict[str, Any], name: str) -> None:
