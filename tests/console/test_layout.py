@@ -115,12 +115,23 @@ async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path)
 
 
 async def _overview_as_the_demo_says(page: Page, demo: ConsoleDemo) -> None:
-    """The Overview shows what the demo's guide announces: total's p10 marked under 0.80; and
-    an interval's values when it has keyboard focus."""
+    """The Overview shows what the demo's guide announces (total's p10 marked under 0.80, the
+    open circuit), an interval's values when it has keyboard focus; a failed job's error
+    names its code once."""
+    store = demo.app.state.store
+    for job_id in demo.jobs["docextract"]:
+        row = await store.get_job("docextract", job_id)
+        if row is not None and row.state == "failed":
+            await page.goto(f"{demo.url}/ui/jobs/docextract/{job_id}")
+            error = await page.locator("dt", has_text="Error").locator("+ dd").inner_text()
+            code = error.split(" ", 1)[0]
+            assert error.count(code) == 1, error
     await page.goto(demo.url + "/ui/overview")
     total = page.locator("tr", has_text="total").filter(has_text="docextract")
     assert (await total.locator("td.low").inner_text()).startswith("0.62 < 0.80")
     assert 'field "total" with its p10 (0.62)' in " ".join(guide(demo, 0).split())
+    banner = page.get_by_role("status").filter(has_text=f"Handler {HANDLER}: circuit open since")
+    assert await banner.get_by_text("next probe at").is_visible()
     column = page.locator("#chart-2 g.col").last
     tip = column.locator("text.tip")
     assert not await tip.is_visible()
