@@ -93,11 +93,15 @@ async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path)
             pages = {"jobs": "/ui/jobs", "job": f"/ui/jobs/docextract/{job}", "dead": "/ui/dead",
                      "overview": "/ui/overview", "live": "/ui/live"}  # fmt: skip
             problems: dict[str, list[str]] = {}
+            complaints: list[str] = []
             for scheme in SCHEMES:
                 context = await browser.new_context(
                     viewport={"width": WIDTHS[0], "height": HEIGHT}, color_scheme=scheme
                 )
                 page = await context.new_page()
+                # Nothing the CSP blocks, nothing missing (the favicon included).
+                page.on("console", lambda m: m.type == "error" and complaints.append(m.text))
+                page.on("response", lambda r: r.status >= 400 and complaints.append(r.url))
                 await page.goto(demo.ui_url)
                 await _shoot(page, tmp_path, problems, f"login-{scheme}")
                 await _log_in(page, demo)
@@ -111,6 +115,7 @@ async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path)
         finally:
             await browser.close()
     assert problems == {}
+    assert complaints == []
     assert len(list(tmp_path.glob("*.png"))) == len(SCHEMES) * (1 + len(WIDTHS) * len(pages))
 
 
