@@ -193,12 +193,14 @@ async def _shoot(page: Page, name: str) -> None:
     await page.screenshot(path=str(shots_dir() / f"{name}.png"), full_page=False)
 
 
+@pytest.mark.skipif(
+    not docs_mode(),
+    reason="makes the docs' images only when JOBHOOK_CONSOLE_SHOTS names their folder",
+)
 async def test_screenshots_for_the_docs(w: World) -> None:
     """With JOBHOOK_CONSOLE_SHOTS set (docs/img/console): each page light at 1024 px, the jobs
     at phone width, the login page. (tests/console/test_layout.py photographs every page at
     every width and scheme in each run.)"""
-    if not docs_mode():
-        pytest.skip("makes the docs' images only when JOBHOOK_CONSOLE_SHOTS names their folder")
     good = w.jobs(6, metadata={"customer": "acme", "batch": "2026-11"})
     bad = w.jobs(2, outcome="failed", error_code="DOCUMENT_CORRUPT")
     await _finished(w, good + bad)

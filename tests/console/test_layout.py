@@ -94,7 +94,8 @@ async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path)
                      "overview": "/ui/overview", "live": "/ui/live"}  # fmt: skip
             problems: dict[str, list[str]] = {}
             complaints: list[str] = []
-            for scheme in SCHEMES:
+
+            async def look(scheme: str) -> None:
                 context = await browser.new_context(
                     viewport={"width": WIDTHS[0], "height": HEIGHT}, color_scheme=scheme
                 )
@@ -110,8 +111,11 @@ async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path)
                     for name, path in pages.items():
                         await page.goto(demo.url + path)
                         await _shoot(page, tmp_path, problems, f"{name}-{width}-{scheme}")
-                await _overview_as_the_demo_says(page, demo)
+                if scheme == SCHEMES[0]:
+                    await _overview_as_the_demo_says(page, demo)
                 await context.close()
+
+            await asyncio.gather(*(look(scheme) for scheme in SCHEMES))
         finally:
             await browser.close()
     assert problems == {}
@@ -151,4 +155,4 @@ async def _shoot(page: Page, folder: Path, problems: dict[str, Any], name: str) 
     found = await page.evaluate(LAYOUT)
     if found:
         problems[name] = found
-    await page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    await page.screenshot(path=str(folder / f"{name}.png"))
