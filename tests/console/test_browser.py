@@ -10,9 +10,19 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
+import pytest_asyncio
 
 from tests.adminsupport import TOKEN
-from tests.console.browser import API_KEY, DOCS, PHONE, World, docs_mode, shots_dir, world
+from tests.console.browser import (
+    API_KEY,
+    DOCS,
+    PHONE,
+    World,
+    chromium_browser,
+    docs_mode,
+    shots_dir,
+    world,
+)
 from tests.console.support import XSS
 from tests.support import SECRET
 
@@ -20,14 +30,21 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from playwright.async_api import Dialog, Page
+    from playwright.async_api import Browser, Dialog, Page
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+# One browser for the module: every test runs in the module's event loop, which owns it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.asyncio(loop_scope="module")]
 
 
-@pytest.fixture
-async def w(tmp_path: Path) -> AsyncIterator[World]:
-    async with world(tmp_path) as running:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with chromium_browser() as running:
+        yield running
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def w(tmp_path: Path, browser: Browser) -> AsyncIterator[World]:
+    async with world(tmp_path, browser) as running:
         yield running
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from receiver.cli.demo_console import HANDLER, console_demo, guide
-from tests.console.browser import CHROMIUM_ARGS, chromium
+from tests.console.browser import chromium_browser
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -69,55 +69,48 @@ async def _log_in(page: Page, demo: ConsoleDemo) -> None:
 
 
 async def test_no_page_has_overlapping_boxes_or_scrolls_sideways(tmp_path: Path) -> None:
-    executable = chromium()
-    from playwright.async_api import async_playwright
-
     async with (
+        chromium_browser() as browser,
         console_demo(jobs=5, drop=0.0, down_seconds=3600) as demo,
-        async_playwright() as pw,
     ):
-        browser = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            check = await browser.new_page(viewport={"width": 390, "height": HEIGHT})
-            await check.set_content(BROKEN)
-            found: list[str] = await check.evaluate(LAYOUT)
-            # The check itself sees a table spilling out of its panel, two overlapping charts
-            # and the sideways scroll they cause.
-            assert any("spills out of" in p for p in found), found
-            assert any("figure.chart overlaps figure.chart" in p for p in found), found
-            assert any("scrolls sideways" in p for p in found), found
-            await check.close()
+        check = await browser.new_page(viewport={"width": 390, "height": HEIGHT})
+        await check.set_content(BROKEN)
+        found: list[str] = await check.evaluate(LAYOUT)
+        # The check itself sees a table spilling out of its panel, two overlapping charts
+        # and the sideways scroll they cause.
+        assert any("spills out of" in p for p in found), found
+        assert any("figure.chart overlaps figure.chart" in p for p in found), found
+        assert any("scrolls sideways" in p for p in found), found
+        await check.close()
 
-            await _ready(demo)
-            job = next(j for j in demo.jobs["docextract"])
-            pages = {"jobs": "/ui/jobs", "job": f"/ui/jobs/docextract/{job}", "dead": "/ui/dead",
-                     "overview": "/ui/overview", "live": "/ui/live"}  # fmt: skip
-            problems: dict[str, list[str]] = {}
-            complaints: list[str] = []
+        await _ready(demo)
+        job = next(j for j in demo.jobs["docextract"])
+        pages = {"jobs": "/ui/jobs", "job": f"/ui/jobs/docextract/{job}", "dead": "/ui/dead",
+                 "overview": "/ui/overview", "live": "/ui/live"}  # fmt: skip
+        problems: dict[str, list[str]] = {}
+        complaints: list[str] = []
 
-            async def look(scheme: str) -> None:
-                context = await browser.new_context(
-                    viewport={"width": WIDTHS[0], "height": HEIGHT}, color_scheme=scheme
-                )
-                page = await context.new_page()
-                # Nothing the CSP blocks, nothing missing (the favicon included).
-                page.on("console", lambda m: m.type == "error" and complaints.append(m.text))
-                page.on("response", lambda r: r.status >= 400 and complaints.append(r.url))
-                await page.goto(demo.ui_url)
-                await _shoot(page, tmp_path, problems, f"login-{scheme}")
-                await _log_in(page, demo)
-                for width in WIDTHS:
-                    await page.set_viewport_size({"width": width, "height": HEIGHT})
-                    for name, path in pages.items():
-                        await page.goto(demo.url + path)
-                        await _shoot(page, tmp_path, problems, f"{name}-{width}-{scheme}")
-                if scheme == SCHEMES[0]:
-                    await _overview_as_the_demo_says(page, demo)
-                await context.close()
+        async def look(scheme: str) -> None:
+            context = await browser.new_context(
+                viewport={"width": WIDTHS[0], "height": HEIGHT}, color_scheme=scheme
+            )
+            page = await context.new_page()
+            # Nothing the CSP blocks, nothing missing (the favicon included).
+            page.on("console", lambda m: m.type == "error" and complaints.append(m.text))
+            page.on("response", lambda r: r.status >= 400 and complaints.append(r.url))
+            await page.goto(demo.ui_url)
+            await _shoot(page, tmp_path, problems, f"login-{scheme}")
+            await _log_in(page, demo)
+            for width in WIDTHS:
+                await page.set_viewport_size({"width": width, "height": HEIGHT})
+                for name, path in pages.items():
+                    await page.goto(demo.url + path)
+                    await _shoot(page, tmp_path, problems, f"{name}-{width}-{scheme}")
+            if scheme == SCHEMES[0]:
+                await _overview_as_the_demo_says(page, demo)
+            await context.close()
 
-            await asyncio.gather(*(look(scheme) for scheme in SCHEMES))
-        finally:
-            await browser.close()
+        await asyncio.gather(*(look(scheme) for scheme in SCHEMES))
     assert problems == {}
     assert complaints == []
     assert len(list(tmp_path.glob("*.png"))) == len(SCHEMES) * (1 + len(WIDTHS) * len(pages))
