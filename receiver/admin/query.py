@@ -2,8 +2,9 @@
 
 HTTP query parameters and CLI options both end up here, so both accept the same words:
 ``source``, ``state``, ``created_after`` / ``created_before`` (ISO 8601, UTC when no offset is
-given, or Unix seconds), ``metadata=key:value`` (repeatable; every pair must match, values
-compare as text), ``min_confidence``, ``error_code`` (a normalised code: the job's failure or
+given, or Unix seconds), ``metadata=key=value`` as on the command line, ``key:value`` read the
+same (repeatable; every pair must match, values compare as text; the first ``=`` or ``:``
+ends the key), ``min_confidence``, ``error_code`` (a normalised code: the job's failure or
 any of its dispatches' last one), ``field`` with ``max_confidence`` (jobs whose extracted field
 is at most that confident; ``field`` alone: jobs that have the field) and ``limit`` (1-500) with
 ``cursor``.
@@ -65,13 +66,22 @@ def parse_state(text: str) -> str:
     return text
 
 
-def parse_metadata(pairs: Sequence[str], sep: str = ":") -> tuple[tuple[str, str], ...]:
-    """``key:value`` pairs (``key=value`` on the command line); the key must not be empty."""
+def split_metadata(pair: str) -> tuple[str, str, str]:
+    """(key, separator, value) of a metadata filter: the key ends at the first ``=`` or ``:``
+    (``=`` is the CLI's and the documented form; ``:`` is still read)."""
+    cut = min((i for i in (pair.find("="), pair.find(":")) if i >= 0), default=-1)
+    if cut < 0:
+        return pair, "", ""
+    return pair[:cut], pair[cut], pair[cut + 1 :]
+
+
+def parse_metadata(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """``key=value`` pairs (``key:value`` too); the key must not be empty."""
     parsed: list[tuple[str, str]] = []
     for pair in pairs:
-        key, found, value = pair.partition(sep)
+        key, found, value = split_metadata(pair)
         if not found or not key or len(key) > MAX_KEY:
-            raise QueryError("invalid_query", f"metadata filters look like key{sep}value")
+            raise QueryError("invalid_query", "metadata filters look like key=value")
         parsed.append((key, value))
     return tuple(parsed)
 
@@ -127,7 +137,6 @@ def build_filter(
     error_code: str | None = None,
     field: str | None = None,
     max_confidence: str | None = None,
-    metadata_sep: str = ":",
 ) -> JobFilter:
     """A JobFilter from text, as it comes from a query string or the command line."""
     if max_confidence and not field:
@@ -137,7 +146,7 @@ def build_filter(
         state=parse_state(state) if state else None,
         created_after=parse_time("created_after", created_after) if created_after else None,
         created_before=parse_time("created_before", created_before) if created_before else None,
-        metadata=parse_metadata(metadata, metadata_sep),
+        metadata=parse_metadata(metadata),
         min_confidence=parse_confidence(min_confidence) if min_confidence else None,
         error_code=parse_code(error_code) if error_code else None,
         field=parse_field(field) if field else None,

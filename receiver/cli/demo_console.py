@@ -188,7 +188,9 @@ Things to try in the console:
      circuit opens ([bold]Overview[/]); replayed, they show delivered.
   3. A failed [bold]docextract[/] job with processing_timeout → [bold]Reprocess[/]: a new job is
      submitted and succeeds, with reprocessed_from set (extraction_failed fails again).
-  4. [bold]Overview[/]: errors by code, and the weak field "total" (confidence 0.62 < 0.80).
+  4. [bold]Overview[/]: errors by code over time, and the field "total" with its p10 (0.62)
+     marked under the 0.80 threshold (one weak extraction in six: the alert rule, and the
+     row's highlight, need a mean under 0.80 over at least 10 extractions).
 
 From another terminal:
   {env} jobhook jobs stats

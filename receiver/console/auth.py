@@ -83,3 +83,12 @@ async def asset(request: Request) -> Response:
         media_type=media,
         headers={"Cache-Control": "private, no-cache"},  # revalidated: the session is checked
     )
+
+
+async def favicon(request: Request) -> Response:
+    """The console's icon, for every page the login page included: public, it tells nothing."""
+    return FileResponse(
+        web.STATIC / "favicon.svg",
+        media_type="image/svg+xml",
+        headers={"Cache-Control": "public, max-age=86400"},
+    )

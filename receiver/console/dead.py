@@ -13,7 +13,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse
 from receiver.admin import bulk
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
-from receiver.console import web
+from receiver.console import circuits, web
 from receiver.errors import RejectedError
 from receiver.store.bulk import ReplayFilter
 from receiver.store.rows import JobFilter
@@ -56,6 +56,7 @@ async def dead(request: Request) -> Response:
         handler=handler or "",
         code=code or "",
         confirm=None,
+        held=await circuits.holding(store),
     )
 
 
@@ -79,10 +80,18 @@ async def replay(request: Request) -> Response:
             handler=handler or "",
             code=code or "",
             confirm=await store.count_replayable(f),
+            held=await circuits.holding(store),
         )
+    # Before the replay: the handlers whose dead deliveries it may requeue.
+    replayed = {g.handler for g in await store.dead_groups() if handler in (None, g.handler)}
     requeued, _ = await bulk.requeue(store, f)
+    probe = None
     if requeued:
-        request.app.state.runtime.dispatcher.wake()
-    log.info("jobs_replayed", requeued=requeued, handler=handler, error_code=code, via="console")
+        dispatcher = request.app.state.runtime.dispatcher
+        dispatcher.wake()
+        probe = await circuits.probe_held(dispatcher, store, replayed)
+    log.info("jobs_replayed", requeued=requeued, handler=handler, error_code=code, probe=probe,
+             via="console")  # fmt: skip
     back = urlencode({k: v for k, v in (("handler", handler), ("error_code", code)) if v})
-    return RedirectResponse(f"/ui/dead?{back}&done=replayed&n={requeued}", status_code=303)
+    done = f"done=replayed&n={requeued}" + (f"&probe={probe}" if probe else "")
+    return RedirectResponse(f"/ui/dead?{back}&{done}", status_code=303)

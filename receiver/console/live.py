@@ -1,5 +1,8 @@
 """Live: completions appear as they are stored, from the admin API's event stream served under
-``/ui/events`` behind the session cookie (the page's script never sees the admin token)."""
+``/ui/events`` behind the session cookie (the page's script never sees the admin token).
+
+The page starts with the latest completions in the order they were stored, newest first, and
+the stream resumes right after the last of them, so none is missed or shown twice."""
 
 from __future__ import annotations
 
@@ -7,9 +10,7 @@ from typing import TYPE_CHECKING
 
 from receiver.admin import jobs as jobroutes
 from receiver.admin import sse
-from receiver.admin import views as jobviews
 from receiver.console import web
-from receiver.store.rows import JobFilter
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -20,8 +21,10 @@ RECENT = 20
 
 @web.guarded
 async def live(request: Request) -> Response:
-    recent = await jobviews.jobs_page(jobroutes.store_of(request), JobFilter(), RECENT, None)
-    return web.render(request, "live.html", jobs=recent["jobs"])
+    store = jobroutes.store_of(request)
+    last = await store.last_completion_id()
+    recent = await store.completions_after(max(0, last - RECENT), RECENT)
+    return web.render(request, "live.html", completions=recent[::-1], last_id=last)
 
 
 @web.guarded

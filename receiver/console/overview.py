@@ -1,6 +1,6 @@
-"""The overview: throughput and completion latency over a period (charts from the store), the
-error breakdown, per-field confidence with weak fields marked, the backlog, each source's rate
-budget and each handler's circuit."""
+"""The overview: what finished, how long it took and what failed over a period (charts from
+the store), the error breakdown, per-field confidence with the fields the alert rule would flag
+highlighted, the backlog, each source's rate budget and each handler's circuit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
-from receiver.console import charts, web
+from receiver.console import charts, circuits, web
 from receiver.errors import RejectedError
 
 if TYPE_CHECKING:
@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
 BUCKETS = {"24h": 3600.0, "7d": 6 * 3600.0, "30d": 86400.0}
+ALERT_MIN_COUNT = 10
+"""JobhookFieldConfidenceLow (deploy/prometheus/alerts.yml) fires when a field's mean
+confidence is under 0.80 over at least this many extractions; the page flags by the same rule,
+with each source's ``confidence_alert`` as its threshold."""
 
 
 @web.guarded
@@ -33,7 +37,9 @@ async def overview(request: Request) -> Response:
     thresholds = {name: cfg.confidence_alert for name, cfg in sources.items()}
     stats = await jobviews.full_stats(store, period, since, thresholds)
     width = BUCKETS[period]
-    buckets = await store.completed_over_time(since - since % width, width)
+    start = since - since % width
+    outcomes = await store.outcomes_over_time(start, width)
+    errors = await store.errors_over_time(start, width)
     runtime = request.app.state.runtime
     drain = getattr(runtime, "drain", None)
     budgets = (
@@ -41,34 +47,47 @@ async def overview(request: Request) -> Response:
         if drain is not None and drain.status
         else {}
     )
+    fields = weak_fields(stats.get("fields") or [])
     return web.render(
         request,
         "overview.html",
         period=period,
         periods=list(BUCKETS),
         stats=stats,
-        fields=_fields(stats),
-        throughput=charts.throughput(buckets, since, now, width),
-        latency=charts.latency(buckets, since, now, width),
+        fields=fields,
+        flagged=sum(1 for f in fields if f["weak"]),
+        thresholds=sorted({f["threshold"] for f in fields}) or [jobviews.DEFAULT_CONFIDENCE_ALERT],
+        min_count=ALERT_MIN_COUNT,
+        charts=[
+            charts.outcomes(outcomes, since, now, width),
+            charts.latency(outcomes, since, now, width),
+            charts.errors(errors, since, now, width),
+        ],
         backlog=await store.backlog(),
         confirmations=await store.confirmations_due(),
         budgets=budgets,
+        held=await circuits.holding(store),
         seconds_text=charts.seconds_text,
     )
 
 
-def _fields(stats: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 21's per-field confidence rows, each marked ``weak`` when its mean is under its
-    threshold (empty when this build's stats have none)."""
-    rows: list[dict[str, Any]] = []
-    for row in stats.get("fields") or []:
+def weak_fields(rows: list[Any]) -> list[dict[str, Any]]:
+    """The per-field confidence rows, each ``weak`` when the alert rule would flag it (mean under
+    its threshold over at least ALERT_MIN_COUNT extractions) and ``low_p10`` when a tenth of
+    its values or more are under the threshold; flagged rows first."""
+    marked: list[dict[str, Any]] = []
+    for row in rows:
         if not isinstance(row, dict):
             continue
-        mean, threshold = row.get("mean"), row.get("threshold")
+        mean, p10, threshold = row.get("mean"), row.get("p10"), row.get("threshold")
+        if not isinstance(threshold, int | float):
+            marked.append({**row, "weak": False, "low_p10": False})
+            continue
         weak = (
             isinstance(mean, int | float)
-            and isinstance(threshold, int | float)
             and mean < threshold
+            and int(row.get("count") or 0) >= ALERT_MIN_COUNT
         )
-        rows.append({**row, "weak": weak})
-    return rows
+        low = isinstance(p10, int | float) and p10 < threshold
+        marked.append({**row, "weak": weak, "low_p10": low})
+    return sorted(marked, key=lambda r: (not r["weak"], not r["low_p10"]))

@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
-from receiver.console import reprocess, timeline, web
+from receiver.console import circuits, reprocess, timeline, web
 from receiver.errors import RejectedError
 from receiver.models import State
 
@@ -40,6 +40,7 @@ async def jobs(request: Request) -> Response:
     q = request.query_params
     values: dict[str, Any] = {name: q.get(name, "") for name in FILTERS}
     values["metadata"] = q.get("metadata", "")
+    hint = _metadata_hint(q.getlist("metadata"))
     page: dict[str, Any] = {"jobs": [], "next_cursor": None}
     error = None
     try:
@@ -69,7 +70,18 @@ async def jobs(request: Request) -> Response:
         newest=newest if q.get("cursor") else None,
         filtered=any(k not in ("cursor", "order") for k, _ in kept),
         oldest=q.get("order") == "oldest",
+        metadata_hint=hint,
+        watch="news" if not q.get("cursor") else "changes",
     )
+
+
+def _metadata_hint(pairs: list[str]) -> str | None:
+    """The ``key=value`` spelling of metadata filters given as ``key:value`` (read the same),
+    for the page to show the syntax it documents; None when every pair used ``=``."""
+    colon = [jobquery.split_metadata(p) for p in pairs]
+    if not any(sep == ":" for _, sep, _ in colon):
+        return None
+    return " ".join(f"{key}={value}" for key, _, value in colon)
 
 
 @web.guarded
@@ -86,6 +98,11 @@ async def _job_page(
         return web.render(request, "missing.html", status_code=404, source=source, job_id=job_id)
     row = await store.get_job(source, job_id)
     attempts = await store.attempts_for(source, job_id)
+    held = await circuits.holding(store)
+    for d in detail["dispatches"]:
+        d["tries"] = timeline.tries(attempts, d["handler"], d["state"])
+        d["held"] = held.get(d["handler"]) if d["state"] in ("pending", "running") else None
+        d["circuit"] = held.get(d["handler"]) if d["state"] == "dead" else None
     doc = detail["job"]
     fields = doc.get("fields") or {}
     threshold = _threshold(request, source)
@@ -129,11 +146,17 @@ async def replay(request: Request) -> Response:
     count = await store.replay(
         source=source, job_id=job_id, handler=handler, include_succeeded=True
     )
+    dispatcher = request.app.state.runtime.dispatcher
     if count:
-        request.app.state.runtime.dispatcher.wake()
+        dispatcher.wake()
+    # Requeued or still waiting on an open circuit: either way the operator wants it tried now.
+    replayed = [handler] if handler else [d.handler for d in await store.dispatches_for(
+        source, job_id)]  # fmt: skip
+    probe = await circuits.probe_held(dispatcher, store, replayed)
     log.info("job_replayed", source=source, job_id=job_id, handler=handler, requeued=count,
-             via="console")  # fmt: skip
-    return RedirectResponse(f"{_job_url(source, job_id)}?done=replayed&n={count}", 303)
+             probe=probe, via="console")  # fmt: skip
+    done = f"done=replayed&n={count}" + (f"&probe={probe}" if probe else "")
+    return RedirectResponse(f"{_job_url(source, job_id)}?{done}", 303)
 
 
 @web.guarded

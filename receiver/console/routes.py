@@ -20,7 +20,9 @@ PREFIX = "/ui"
 
 
 async def _home(request: Request) -> Response:
-    return RedirectResponse("/ui/jobs", status_code=303)
+    """The jobs list, with the filters the link carried (``/ui/?state=failed``)."""
+    query = request.url.query
+    return RedirectResponse(f"/ui/jobs?{query}" if query else "/ui/jobs", status_code=303)
 
 
 async def _unknown(request: Request) -> Response:
@@ -37,6 +39,7 @@ def console_routes(token: Secret | None) -> list[Mount]:
         Route("/login", auth.login_page, methods=["GET"]),
         Route("/login", auth.login, methods=["POST"]),
         Route("/logout", auth.logout, methods=["POST"]),
+        Route("/static/favicon.svg", auth.favicon, methods=["GET"]),
         Route("/static/{name}", auth.asset, methods=["GET"]),
         Route("/jobs", pages.jobs, methods=["GET"]),
         Route("/jobs/{source}/{job_id}", pages.job, methods=["GET"]),

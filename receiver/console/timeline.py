@@ -56,15 +56,48 @@ def build(detail: dict[str, Any], job: JobRow | None, attempts: list[AttemptRow]
         )
     if completion:
         steps += _completion_steps(completion)
-    for a in attempts:
+    for a, n, probe in numbered(attempts):
         status = {"succeeded": "ok", "retry": "wait", "dead": "bad"}.get(a.outcome, "")
         text = a.outcome if a.error is None else f"{a.outcome}: {a.error}"
+        title = f"Handler {a.handler}, attempt {n}" + (" (circuit probe)" if probe else "")
         steps.append(
-            Step(a.ended_at, "attempt", f"Handler {a.handler}, attempt {a.attempt}", text,
-                 status, a.error_code or "",
+            Step(a.ended_at, "attempt", title, text, status, a.error_code or "",
                  a.next_attempt_at if a.outcome == "retry" else None)
         )  # fmt: skip
     return sorted(steps, key=lambda s: (s.at is None, s.at or 0.0))
+
+
+def numbered(attempts: list[AttemptRow]) -> list[tuple[AttemptRow, int, bool]]:
+    """Each attempt with the number the page shows (1-based, counting every try, a circuit's
+    probe included, from the delivery's start or its last replay) and whether it was a probe.
+
+    The store's own count skips probes (they spend no attempt) and restarts at a replay, so a
+    probe right after a replay is its attempt 0; the page counts tries instead. A replay only
+    follows a delivery that ended (dead or succeeded); a probe repeats the previous count.
+    """
+    shown: list[tuple[AttemptRow, int, bool]] = []
+    last: dict[str, tuple[AttemptRow, int]] = {}
+    for a in attempts:
+        before = last.get(a.handler)
+        restart = before is None or before[0].outcome in ("dead", "succeeded")
+        n = 1 if restart or before is None else before[1] + 1
+        probe = a.attempt == 0 or (not restart and before is not None
+                                   and a.attempt == before[0].attempt)  # fmt: skip
+        shown.append((a, n, probe))
+        last[a.handler] = (a, n)
+    return shown
+
+
+def tries(attempts: list[AttemptRow], handler: str, state: str) -> int:
+    """How many tries the page counts for ``handler``'s delivery now (as ``numbered``): none
+    yet when it is waiting again after a replay."""
+    mine = [n for a, n, _ in numbered(attempts) if a.handler == handler]
+    ended = [a for a in attempts if a.handler == handler]
+    if not mine:
+        return 0
+    if state in ("pending", "running") and ended[-1].outcome in ("dead", "succeeded"):
+        return 0
+    return mine[-1]
 
 
 def seconds(text: str | None) -> float | None:

@@ -161,13 +161,39 @@ NOTICES = {
 }
 
 
+PROBES = {
+    "ok": "The handler's circuit was open: one probe went at once and got through, so the "
+    "circuit is closed and the held deliveries go now.",
+    "failed": "The handler's circuit was open: one probe went at once and failed, so the circuit "
+    "stays open (the handler's last error and its next probe are below).",
+    "waiting": "The handler's circuit was open: one probe went at once and has no outcome yet; "
+    "reload for it.",
+}
+
+
 def notice(query: Mapping[str, str]) -> str | None:
-    """The notice a redirect after an action asks for: one of ``NOTICES``, never free text
-    from the URL (a link could otherwise make the console say anything)."""
+    """The notice a redirect after an action asks for: one of ``NOTICES`` (and of ``PROBES``),
+    never free text from the URL (a link could otherwise make the console say anything)."""
     template = NOTICES.get(query.get("done", ""))
     count = query.get("n", "0")
     n = int(count) if count.isdigit() and len(count) < 10 else 0
-    return None if template is None else template.format(n=n)
+    if template is None:
+        return None
+    probe = PROBES.get(query.get("probe", ""))
+    return template.format(n=n) + (f" {probe}" if probe else "")
+
+
+def unprefixed(message: str | None, code: str | None) -> str:
+    """An error message without the code it starts with (the page shows the code beside it)."""
+    text = message or ""
+    if code and text.lower().startswith(code.lower()):
+        rest = text[len(code) :]
+        if rest[:1] in (":", " ", ""):
+            return rest.lstrip(": ").strip()
+    return text
+
+
+templates.env.globals["unprefixed"] = unprefixed
 
 
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:

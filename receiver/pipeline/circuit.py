@@ -7,6 +7,7 @@ circuit for it is not closed (a probe): the common case, a healthy handler, cost
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from typing import TYPE_CHECKING
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 REFRESH_SECONDS = 1.0
+PROBE_POLL_SECONDS = 0.1
 
 
 class Circuits:
@@ -76,3 +78,30 @@ class Circuits:
         if self.state(handler) != "closed":
             log.info("circuit_closed", handler=handler)
         self._read_at = -math.inf
+
+    async def probe_now(self, handler: str, now: float) -> CircuitRow | None:
+        """An operator replayed deliveries of ``handler``: when its circuit is open, its one
+        probe goes at the next claim (due at ``now``) instead of after the cool-down. The
+        circuit as it was (None when closed: the replayed deliveries go as usual)."""
+        row = next((r for r in await self._store.circuits() if r.handler == handler), None)
+        if row is None or row.state == "closed":
+            return None
+        await self._store.circuit_probe_now(handler, now)
+        self._read_at = -math.inf
+        log.info("circuit_probe_requested", handler=handler, state=row.state)
+        return row
+
+    async def probe_outcome(self, handler: str, since: float, wait: float) -> str:
+        """How the probe asked for at ``since`` ended, read from the store (any replica may run
+        it): ``closed`` (it succeeded), ``open`` (it failed: another cool-down) or, when
+        ``wait`` seconds pass first, the state it is still in."""
+        deadline = time.monotonic() + wait
+        while True:
+            row = next((r for r in await self._store.circuits() if r.handler == handler), None)
+            if row is None or row.state == "closed":
+                return "closed"
+            if row.state == "open" and row.retry_at is not None and row.retry_at > since:
+                return "open"
+            if time.monotonic() >= deadline:
+                return row.state
+            await asyncio.sleep(PROBE_POLL_SECONDS)

@@ -94,6 +94,16 @@ class Dispatcher:
         """New work was committed: look for it now."""
         self._wakeup.set()
 
+    async def probe(self, handler: str, wait: float) -> str | None:
+        """Replayed deliveries of ``handler`` wait on an open circuit: send its one probe now
+        and wait up to ``wait`` seconds for its outcome (``Circuits.probe_outcome``); None when the
+        circuit is closed."""
+        asked = self._clock()
+        if await self.circuits.probe_now(handler, asked) is None:
+            return None
+        self.wake()
+        return await self.circuits.probe_outcome(handler, asked, wait)
+
     @property
     def in_flight(self) -> int:
         return len(self._tasks)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         DeadRow,
         DeliveryRow,
         DispatchRow,
+        ErrorBucket,
         FieldStats,
         FieldValue,
         JobFilter,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         JobListing,
         JobRow,
         JobStats,
+        OutcomeBucket,
         Resolution,
         TimeBucket,
     )
@@ -117,6 +119,11 @@ class Store(ReprocessContract, abc.ABC):
     @abc.abstractmethod
     async def circuit_succeeded(self, handler: str, now: float) -> None:
         """A delivery of ``handler`` succeeded: its circuit closes and its count starts over."""
+
+    @abc.abstractmethod
+    async def circuit_probe_now(self, handler: str, now: float) -> None:
+        """An open circuit of ``handler`` lets its one probe through at the next claim instead
+        of at the end of its cool-down (an operator replayed a delivery); else nothing."""
 
     @abc.abstractmethod
     async def circuits(self) -> list[CircuitRow]:
@@ -238,6 +245,17 @@ class Store(ReprocessContract, abc.ABC):
     async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
         """Jobs that became terminal since ``since``, per bucket of ``width`` seconds (buckets
         with none are left out), oldest first."""
+
+    @abc.abstractmethod
+    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
+        """Jobs that became terminal since ``since`` per bucket of ``width`` seconds: how many
+        succeeded and failed, p50 and p95 seconds from known to terminal; empty buckets left
+        out, oldest first."""
+
+    @abc.abstractmethod
+    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
+        """Failed jobs (by their failure code) and failed handler attempts (by theirs, else
+        ``unknown``) since ``since``, per bucket of ``width`` seconds and code, oldest first."""
 
     @abc.abstractmethod
     async def dead_groups(self) -> list[DeadGroup]:

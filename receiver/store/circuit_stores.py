@@ -20,6 +20,8 @@ _CLAIM_PROBE = numbered(
     circuits.CLAIM_PROBE.replace("LIMIT 1)", "LIMIT 1 FOR UPDATE OF d SKIP LOCKED)")
 )
 _NO_PROBE = numbered(circuits.NO_PROBE)
+_PROBE_NOW = numbered(circuits.PROBE_NOW)
+_PROBE_DUE = numbered(circuits.PROBE_DUE)
 
 
 class SQLiteCircuits:
@@ -40,6 +42,9 @@ class SQLiteCircuits:
 
     async def circuit_succeeded(self, handler: str, now: float) -> None:
         await self._write_sync(_execute, circuits.SUCCEEDED, (now, handler))
+
+    async def circuit_probe_now(self, handler: str, now: float) -> None:
+        await self._write_sync(circuits.probe_now_sync, handler, now)
 
     async def circuits(self) -> list[CircuitRow]:
         return [circuits.circuit_row(r) for r in await self._read(circuits.LIST)]
@@ -64,6 +69,13 @@ class PostgresCircuits:
 
     async def circuit_succeeded(self, handler: str, now: float) -> None:
         await self._db.execute(_SUCCEEDED, now, handler)
+
+    async def circuit_probe_now(self, handler: str, now: float) -> None:
+        async def op(conn: Conn) -> None:
+            await conn.execute(_PROBE_DUE, now, handler, now, handler)
+            await conn.execute(_PROBE_NOW, now, now, handler, now)
+
+        await self._db.transaction(op)
 
     async def circuits(self) -> list[CircuitRow]:
         return [circuits.circuit_row(r) for r in await self._db.fetch(circuits.LIST)]

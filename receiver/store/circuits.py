@@ -43,6 +43,20 @@ UPDATE circuits SET state = 'closed', failures = 0, opened_at = NULL, retry_at =
 WHERE handler = ? AND (state <> 'closed' OR failures > 0)
 """
 
+# An operator replayed a delivery: an open circuit lets its probe through now, not at the end of
+# its cool-down (a half-open one's probe is already out), and its held deliveries are due now so
+# the probe has one to take (the circuit still lets only the probe through). now, handler, now,
+# handler; then now, now, handler, now.
+PROBE_DUE = """
+UPDATE dispatches SET next_attempt_at = ?
+WHERE handler = ? AND state = 'pending' AND next_attempt_at > ?
+  AND EXISTS (SELECT 1 FROM circuits k WHERE k.handler = ? AND k.state = 'open')
+"""
+PROBE_NOW = """
+UPDATE circuits SET retry_at = ?, updated_at = ?
+WHERE handler = ? AND state = 'open' AND retry_at > ?
+"""
+
 LIST = "SELECT handler, state, failures, opened_at, retry_at FROM circuits ORDER BY handler"
 
 # The cool-down (or a dead probe's lease) is over: this claimer probes. Row locks make one win.
@@ -71,6 +85,11 @@ UPDATE circuits SET state = 'open', retry_at = coalesce((
     WHERE d.handler = ? AND c.phase = 'ready' AND d.state = 'pending'), ?)
 WHERE handler = ? AND state = 'half_open'
 """
+
+
+def probe_now_sync(db: sqlite3.Connection, handler: str, now: float) -> None:
+    db.execute(PROBE_DUE, (now, handler, now, handler))
+    db.execute(PROBE_NOW, (now, now, handler, now))
 
 
 def failed_params(handler: str, threshold: int, cooldown: float, now: float) -> tuple[Any, ...]:

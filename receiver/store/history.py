@@ -11,7 +11,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from receiver.store.pg_sql import numbered
-from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, TimeBucket
+from receiver.store.queries import FAILURE_CODE
+from receiver.store.rows import (
+    AttemptRow,
+    DeadGroup,
+    DeadRow,
+    ErrorBucket,
+    OutcomeBucket,
+    TimeBucket,
+)
 
 if TYPE_CHECKING:
     import sqlite3
@@ -41,6 +49,43 @@ GROUP BY b ORDER BY b
 """
 COMPLETED_OVER_TIME = _COMPLETED_OVER_TIME.format(bucket="CAST(terminal_at / ? AS INTEGER)")
 PG_COMPLETED_OVER_TIME = numbered(_COMPLETED_OVER_TIME.format(bucket="floor(terminal_at / ?)"))
+# Terminal jobs per bucket: how many, succeeded, failed, and the nearest-rank p50 and p95 of
+# their known-to-terminal seconds (the smallest value whose rank reaches fraction x count).
+_OUTCOMES_OVER_TIME = """
+WITH t AS (
+    SELECT {bucket} AS b, state, terminal_at - created_at AS s
+    FROM jobs WHERE terminal_at IS NOT NULL AND terminal_at >= ?
+), r AS (
+    SELECT b, state, s, row_number() OVER (PARTITION BY b ORDER BY s) AS rn,
+           count(*) OVER (PARTITION BY b) AS n
+    FROM t
+)
+SELECT b, count(*), sum(CASE WHEN state = 'succeeded' THEN 1 ELSE 0 END),
+       sum(CASE WHEN state IN ('failed', 'cancelled', 'expired') THEN 1 ELSE 0 END),
+       min(CASE WHEN rn >= 0.5 * n THEN s END), min(CASE WHEN rn >= 0.95 * n THEN s END)
+FROM r GROUP BY b ORDER BY b
+"""
+OUTCOMES_OVER_TIME = _OUTCOMES_OVER_TIME.format(bucket="CAST(terminal_at / ? AS INTEGER)")
+PG_OUTCOMES_OVER_TIME = numbered(_OUTCOMES_OVER_TIME.format(bucket="floor(terminal_at / ?)"))
+# Errors per bucket and code: failed jobs (when they became terminal, by the code the admin
+# API's stats use) and failed handler attempts (when they ended).
+_ERRORS_OVER_TIME = f"""
+SELECT b, code, count(*) FROM (
+    SELECT {{jobs}} AS b, {FAILURE_CODE} AS code
+    FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+    WHERE j.terminal_at IS NOT NULL AND j.terminal_at >= ?
+    UNION ALL
+    SELECT {{attempts}}, coalesce(a.error_code, 'unknown') FROM attempts a
+    WHERE a.ended_at >= ? AND a.outcome <> 'succeeded'
+) AS e WHERE code IS NOT NULL
+GROUP BY b, code ORDER BY b, code
+"""  # noqa: S608
+ERRORS_OVER_TIME = _ERRORS_OVER_TIME.format(
+    jobs="CAST(j.terminal_at / ? AS INTEGER)", attempts="CAST(a.ended_at / ? AS INTEGER)"
+)
+PG_ERRORS_OVER_TIME = numbered(
+    _ERRORS_OVER_TIME.format(jobs="floor(j.terminal_at / ?)", attempts="floor(a.ended_at / ?)")
+)
 _DEAD_WHERE = """d.state = 'dead' AND (CAST(? AS TEXT) IS NULL OR d.handler = ?)
   AND (CAST(? AS TEXT) IS NULL OR coalesce(d.error_code, 'unknown') = ?)"""
 DEAD_GROUPS = """
@@ -63,6 +108,10 @@ def record_params(finish: Sequence[Any]) -> tuple[Any, ...]:
     state, next_at, error, code, at, _, dispatch_id, owner = finish
     outcome = "retry" if state == "pending" else state
     return (outcome, error, code, next_at, at, dispatch_id, owner)
+
+
+def outcome_bucket(r: Sequence[Any], width: float) -> OutcomeBucket:
+    return OutcomeBucket(r[0] * width, r[1], r[2], r[3], r[4], r[5])
 
 
 def _dead_params(handler: str | None, code: str | None, limit: int) -> tuple[Any, ...]:
@@ -89,6 +138,14 @@ class SQLiteHistory:
         rows = await self._read(COMPLETED_OVER_TIME, (width, since))
         return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
 
+    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
+        rows = await self._read(OUTCOMES_OVER_TIME, (width, since))
+        return [outcome_bucket(r, width) for r in rows]
+
+    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
+        rows = await self._read(ERRORS_OVER_TIME, (width, since, width, since))
+        return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
+
     async def dead_groups(self) -> list[DeadGroup]:
         return [DeadGroup(*r) for r in await self._read(DEAD_GROUPS)]
 
@@ -109,6 +166,14 @@ class PostgresHistory:
     async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
         rows = await self._db.fetch(PG_COMPLETED_OVER_TIME, width, since)
         return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
+
+    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
+        rows = await self._db.fetch(PG_OUTCOMES_OVER_TIME, width, since)
+        return [outcome_bucket(r, width) for r in rows]
+
+    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
+        rows = await self._db.fetch(PG_ERRORS_OVER_TIME, width, since, width, since)
+        return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
 
     async def dead_groups(self) -> list[DeadGroup]:
         return [DeadGroup(*r) for r in await self._db.fetch(DEAD_GROUPS)]

@@ -276,6 +276,28 @@ class TimeBucket:
 
 
 @dataclass(frozen=True, slots=True)
+class OutcomeBucket:
+    """Jobs that became terminal in ``[start, start + width)``: how many, how many succeeded
+    and failed, and the p50 and p95 of their known-to-terminal seconds (nearest rank)."""
+
+    start: float
+    completed: int
+    succeeded: int
+    failed: int
+    p50_seconds: float | None
+    p95_seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorBucket:
+    """Errors with one code in ``[start, start + width)``: failed jobs and handler attempts."""
+
+    start: float
+    code: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class DeadGroup:
     """Dead deliveries of one handler with one error code (``unknown`` without one)."""
 

@@ -4,8 +4,8 @@ driven by Playwright.
 
 Without Chromium or Playwright the tests skip with the reason; under
 ``JOBHOOK_REQUIRE_SERVICES=1`` (``.ci/run``, which installs Chromium) they fail instead.
-Screenshots go to ``JOBHOOK_CONSOLE_SHOTS`` when set (the docs' images), else to the
-git-ignored ``test-artefacts/console``.
+The docs' screenshots go to ``JOBHOOK_CONSOLE_SHOTS`` (set only to make them); the layout test
+photographs every page into its own ``tmp_path``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from tests.support import SECRET
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from playwright.async_api import Browser, Page
+    from playwright.async_api import Browser, BrowserContext, Page
     from starlette.requests import Request
 
     from receiver.sim import Simulator
@@ -74,8 +74,8 @@ def docs_mode() -> bool:
 
 
 def shots_dir() -> Path:
-    chosen = os.environ.get("JOBHOOK_CONSOLE_SHOTS")
-    folder = Path(chosen) if chosen else REPO / "test-artefacts" / "console"
+    """Where the docs' screenshots go (``JOBHOOK_CONSOLE_SHOTS``, relative to the repository)."""
+    folder = Path(os.environ["JOBHOOK_CONSOLE_SHOTS"])
     folder = folder if folder.is_absolute() else REPO / folder
     folder.mkdir(parents=True, exist_ok=True)
     return folder
@@ -105,9 +105,12 @@ class World:
     store: Store
     destination: Destination
     browser: Browser
+    contexts: list[BrowserContext] = field(default_factory=list)
+    """The browser contexts this test opened, closed when it ends (the browser is shared)."""
 
     async def page(self, viewport: dict[str, int] = DESKTOP, **options: Any) -> Page:
         context = await self.browser.new_context(viewport=viewport, **options)
+        self.contexts.append(context)
         return await context.new_page()
 
     async def logged_in(self, viewport: dict[str, int] = DESKTOP, **options: Any) -> Page:
@@ -159,11 +162,22 @@ def settings(tmp: Path, sim_url: str, hook_url: str) -> Settings:
 
 
 @contextlib.asynccontextmanager
-async def world(tmp: Path) -> AsyncIterator[World]:
-    """Everything running for one test, stopped afterwards."""
+async def chromium_browser() -> AsyncIterator[Browser]:
+    """The system Chromium under Playwright, for a whole test module (skips without it)."""
     executable = chromium()
     from playwright.async_api import async_playwright
 
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+@contextlib.asynccontextmanager
+async def world(tmp: Path, browser: Browser) -> AsyncIterator[World]:
+    """Everything running for one test in the module's ``browser``, stopped afterwards."""
     from receiver.sim import Simulator, build_app
 
     port = free_port()
@@ -176,9 +190,10 @@ async def world(tmp: Path) -> AsyncIterator[World]:
         serving(destination.app()) as hook_base,
     ):
         app = create_app(settings(tmp, sim_url, f"{hook_base}/hook"))
-        async with serving(app, port=port) as url, async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        async with serving(app, port=port) as url:
+            running = World(url, sim, app.state.store, destination, browser)
             try:
-                yield World(url, sim, app.state.store, destination, browser)
+                yield running
             finally:
-                await browser.close()
+                for context in running.contexts:
+                    await context.close()

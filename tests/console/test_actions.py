@@ -12,7 +12,7 @@ import pytest
 
 from receiver.console import charts
 from receiver.service.app import create_app
-from receiver.store.rows import TimeBucket
+from receiver.store.rows import ErrorBucket, OutcomeBucket
 from tests.adminsupport import admin_settings, deliver
 from tests.console.support import csrf_of, log_in
 from tests.support import live_server
@@ -83,23 +83,62 @@ async def test_batch_replay_counts_first_and_changes_nothing_until_confirmed(
         assert "done=replayed&n=1" in done.headers["location"]
 
 
-def test_throughput_has_one_bar_per_interval_including_empty_ones() -> None:
+def test_finished_jobs_have_one_column_per_interval_stacked_by_outcome() -> None:
     now = 1_700_000_000.0
     since = now - 24 * 3600
     start = now - now % 3600
-    chart = charts.throughput([TimeBucket(start, 4, 1.0, 2.0)], since, now, 3600)
-    assert len(chart.bars) == 25
-    assert [b.height > 0 for b in chart.bars].count(True) == 1
-    assert chart.top == "4"
-    assert "4 completed" in chart.bars[-1].label
+    chart = charts.outcomes([OutcomeBucket(start, 5, 3, 1, 1.0, 2.0)], since, now, 3600)
+    assert len(chart.columns) == 25
+    (last,) = [c for c in chart.columns if c.marks]
+    assert [m.kind for m in last.marks] == ["ok", "bad", "other"]
+    assert "5 finished (3 succeeded, 1 failed, 1 partial)" in last.label
+    assert [t.text for t in chart.y_ticks] == ["0", "2", "4", "6"]  # round steps past 5
+    assert chart.unit == "jobs per hour"
+    assert len(chart.x_ticks) == 3
+    assert chart.summary == "This hour: 5 finished, 1 failed."
 
 
-def test_latency_is_a_line_through_the_intervals_that_have_jobs() -> None:
+def test_latency_draws_p50_and_p95_with_a_labelled_seconds_scale() -> None:
     now = time.time()
     start = now - now % 3600
-    chart = charts.latency([TimeBucket(start - 3600, 2, 0.5, 1.0), TimeBucket(start, 1, 90, 90)],
-                           now - 7200, now, 3600)  # fmt: skip
-    assert len(chart.line.split()) == 2
-    assert chart.top == "90.0 s"
+    buckets = [OutcomeBucket(start - 3600, 2, 2, 0, 0.5, 1.0),
+               OutcomeBucket(start, 1, 1, 0, 90, 95)]  # fmt: skip
+    chart = charts.latency(buckets, now - 7200, now, 3600)
+    assert [line.kind for line in chart.lines] == ["p50", "p95"]
+    assert all(len(line.points.split()) == 2 for line in chart.lines)
+    assert chart.y_ticks[-1].text == "100.0 s"
+    assert chart.summary.endswith("p50 90.0 s, p95 95.0 s.")
+    assert "p50 500 ms, p95 1.0 s (2 jobs)" in chart.columns[-2].label
     assert charts.seconds_text(0.25) == "250 ms"
     assert charts.seconds_text(600) == "10.0 min"
+
+
+def test_a_single_interval_with_data_is_still_a_chart_to_read() -> None:
+    now = time.time()
+    chart = charts.latency([OutcomeBucket(now - now % 3600, 1, 1, 0, 3.0, 3.0)],
+                           now - 86400, now, 3600)  # fmt: skip
+    assert len(chart.y_ticks) >= 3
+    assert chart.y_ticks[-1].text == "3.0 s"
+    assert chart.summary.endswith("p50 3.0 s, p95 3.0 s.")
+    assert not chart.empty
+
+
+def test_errors_keep_the_most_frequent_codes_apart_and_sum_the_rest() -> None:
+    now = time.time()
+    start = now - now % 3600
+    found = [ErrorBucket(start, f"code_{n}", n + 1) for n in range(7)]
+    chart = charts.errors(found, now - 3600, now, 3600)
+    names = [name for _, name in chart.legend]
+    assert names[:2] == ["code_6 (7)", "code_5 (6)"]
+    assert names[-1] == "other (3)"  # code_0 and code_1
+    (column,) = [c for c in chart.columns if c.marks]
+    assert sum(m.height for m in column.marks) == pytest.approx(
+        (charts.BOTTOM - charts.TOP) * 28 / float(chart.y_ticks[-1].text)
+    )
+    assert charts.errors([], now - 3600, now, 3600).summary == "No errors in this period."
+
+
+def test_scales_end_on_a_round_step_at_or_above_the_top() -> None:
+    assert charts.scale(0, whole=True) == (1.0, [0.0, 1.0])
+    assert charts.scale(19, whole=True) == (20.0, [0.0, 5.0, 10.0, 15.0, 20.0])
+    assert charts.scale(0.9, whole=False)[0] == pytest.approx(1.0)

@@ -6,12 +6,23 @@ Each test looks at the page as a user would (roles, labels, visible text), not a
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import pytest
+import pytest_asyncio
 
 from tests.adminsupport import TOKEN
-from tests.console.browser import API_KEY, DESKTOP, DOCS, PHONE, World, docs_mode, shots_dir, world
+from tests.console.browser import (
+    API_KEY,
+    DOCS,
+    PHONE,
+    World,
+    chromium_browser,
+    docs_mode,
+    shots_dir,
+    world,
+)
 from tests.console.support import XSS
 from tests.support import SECRET
 
@@ -19,14 +30,21 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from playwright.async_api import Dialog, Page
+    from playwright.async_api import Browser, Dialog, Page
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+# One browser for the module: every test runs in the module's event loop, which owns it.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.asyncio(loop_scope="module")]
 
 
-@pytest.fixture
-async def w(tmp_path: Path) -> AsyncIterator[World]:
-    async with world(tmp_path) as running:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    async with chromium_browser() as running:
+        yield running
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def w(tmp_path: Path, browser: Browser) -> AsyncIterator[World]:
+    async with world(tmp_path, browser) as running:
         yield running
 
 
@@ -49,9 +67,9 @@ async def test_log_in_list_filter_and_read_a_jobs_timeline(w: World) -> None:
     assert await rows.count() == 1
     assert await rows.first.get_by_text(bad[0]).is_visible()
     await page.get_by_role("link", name="Clear").click()
-    await page.get_by_label("Metadata").fill("customer:acme")
+    await page.get_by_label("Metadata").fill("customer=acme")
     await page.get_by_role("button", name="Filter").click()
-    await page.wait_for_url("**/ui/jobs?metadata=customer%3Aacme")
+    await page.wait_for_url("**/ui/jobs?metadata=customer%3Dacme")
     assert await rows.count() == 3
 
     await page.get_by_role("link", name=good[0]).click()
@@ -192,30 +210,71 @@ async def _shoot(page: Page, name: str) -> None:
     await page.screenshot(path=str(shots_dir() / f"{name}.png"), full_page=False)
 
 
-async def test_screenshots_of_every_page(w: World) -> None:
-    """Desktop and phone, light and dark, as test artefacts; with JOBHOOK_CONSOLE_SHOTS set
-    (docs/img/console), the docs' smaller set: each page light at 1024 px, the jobs at phone
-    width."""
+@pytest.mark.skipif(
+    not docs_mode(),
+    reason="makes the docs' images only when JOBHOOK_CONSOLE_SHOTS names their folder",
+)
+async def test_screenshots_for_the_docs(w: World) -> None:
+    """With JOBHOOK_CONSOLE_SHOTS set (docs/img/console): each page light at 1024 px, the jobs
+    at phone width, the login page. (tests/console/test_layout.py photographs every page at
+    every width and scheme in each run.)"""
     good = w.jobs(6, metadata={"customer": "acme", "batch": "2026-11"})
     bad = w.jobs(2, outcome="failed", error_code="DOCUMENT_CORRUPT")
     await _finished(w, good + bad)
     await w.delivered(good[0], "hook", "dead")
-    docs = docs_mode()
-    looks = [("light", DOCS, "")] if docs else [
-        (scheme, size, f"-{label}-{scheme}")
-        for scheme in ("light", "dark") for label, size in (("desktop", DESKTOP), ("phone", PHONE))
-    ]  # fmt: skip
     pages = [("jobs", "/ui/jobs"), ("job", f"/ui/jobs/reducto/{good[0]}"), ("dead", "/ui/dead"),
              ("overview", "/ui/overview"), ("live", "/ui/live")]  # fmt: skip
-    for scheme, viewport, suffix in looks:
-        page = await w.logged_in(viewport, color_scheme=scheme)
-        for name, path in pages:
-            await page.goto(f"{w.url}{path}")
-            await _shoot(page, f"{name}{suffix}")
-        await page.context.close()
+    page = await w.logged_in(DOCS, color_scheme="light")
+    for name, path in pages:
+        await page.goto(f"{w.url}{path}")
+        await _shoot(page, name)
     phone = await w.logged_in(PHONE)
-    await _shoot(phone, "jobs-phone" if docs else "jobs-phone-light")
-    login = await w.page(DOCS if docs else DESKTOP)
+    await _shoot(phone, "jobs-phone")
+    login = await w.page(DOCS)
     await login.goto(f"{w.url}/ui/")
     await _shoot(login, "login")
-    assert all((shots_dir() / f"{name}{looks[-1][2]}.png").stat().st_size for name, _ in pages)
+    assert all((shots_dir() / f"{name}.png").stat().st_size for name, _ in pages)
+
+
+async def test_a_replay_while_the_circuit_is_open_probes_at_once_and_says_how_it_went(
+    w: World,
+) -> None:
+    job_ids = w.jobs(5)  # five dead deliveries open the hook's circuit (30 s cool-down)
+    for job_id in job_ids:
+        await w.delivered(job_id, "hook", "dead")
+    page = await w.logged_in()
+    await page.get_by_role("link", name="Dead letters").click()
+    assert await page.get_by_text("Handler hook: circuit open since").is_visible()
+    await page.goto(f"{w.url}/ui/jobs/reducto/{job_ids[0]}")
+    await page.get_by_role("button", name="Replay to hook").click()
+    await page.get_by_text("one probe went at once and failed").wait_for()
+    row = page.locator("table").first.locator("tr", has_text="hook")
+    assert await row.get_by_text("held: circuit open since").is_visible()
+    assert await row.get_by_text("at the circuit's probe").is_visible()
+    assert await page.get_by_text("Handler hook, attempt 1 (circuit probe)").is_visible()
+    w.destination.up = True  # the operator fixed the destination: the next replay gets through
+    started = time.monotonic()
+    await page.get_by_role("button", name="Replay to hook").click()
+    await page.get_by_text("one probe went at once and got through").wait_for()
+    assert time.monotonic() - started < 10  # not after the 30 s cool-down
+    await w.delivered(job_ids[0], "hook", "succeeded")
+    assert w.destination.received  # the probe, then the held deliveries
+
+
+async def test_the_jobs_list_announces_new_and_changed_jobs_and_shows_them_in_place(
+    w: World,
+) -> None:
+    (first,) = w.jobs(1)
+    await _finished(w, [first])
+    page = await w.logged_in()
+    await page.evaluate("window.sameDocument = true")
+    rows = page.locator("table.jobs tbody tr")
+    assert await rows.count() == 1
+    (second,) = w.jobs(1)
+    bar = page.get_by_role("status").filter(has_text="since the page was loaded")
+    await bar.get_by_text("1 new").wait_for(timeout=20_000)
+    assert await rows.count() == 1  # announced, nothing moved yet
+    await bar.get_by_role("button", name="Show").click()
+    assert await rows.count() == 2
+    assert await page.locator("table.jobs tr.fresh").get_by_role("link", name=second).is_visible()
+    assert await page.evaluate("window.sameDocument === true")  # no reload happened

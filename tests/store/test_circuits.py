@@ -78,3 +78,34 @@ async def test_a_due_probe_with_nothing_to_deliver_waits_for_the_next_due_dispat
     (circuit,) = await store.circuits()
     assert (circuit.state, circuit.retry_at) == ("open", now + 100)
     assert await store.next_due() == now + 100
+
+
+async def test_probe_now_lets_one_probe_through_before_the_cooldown_ends(store: Store) -> None:
+    await complete(store, "job-1", "hook")
+    await complete(store, "job-2", "hook")
+    now = time.time() + 1
+    await fail(store, "hook", 5, now)
+    assert await claim_all(store, "w1", now + 1) == []
+    await store.circuit_probe_now("hook", now + 1)
+    (probe,) = await claim_all(store, "w1", now + 1)  # one, though two are due
+    assert probe.attempts == 0
+    assert await claim_all(store, "w2", now + 1) == []
+    (circuit,) = await store.circuits()
+    assert circuit.state == "half_open"
+    # A probe already out is left alone; a closed circuit is not touched.
+    await store.circuit_probe_now("hook", now + 2)
+    assert await claim_all(store, "w2", now + 2) == []
+    await store.circuit_probe_now("other", now + 2)
+    assert [c.handler for c in await store.circuits()] == ["hook"]
+
+
+async def test_probe_now_takes_a_held_delivery_whose_next_try_is_later(store: Store) -> None:
+    await complete(store, "job-1", "hook")
+    now = time.time() + 1
+    (first,) = await claim_all(store, "w1", now)
+    await store.finish_dispatch(first.id, "w1", error="down", next_attempt_at=now + 100)
+    await fail(store, "hook", 5, now)
+    await store.circuit_probe_now("hook", now + 1)
+    (probe,) = await claim_all(store, "w1", now + 1)
+    assert probe.id == first.id
+    assert [c.state for c in await store.circuits()] == ["half_open"]

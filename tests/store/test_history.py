@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+import pytest
+
 from receiver.models import Event, State
 from receiver.store.rows import JobFilter
-from tests.store.test_contract import SOURCE, claim_all, complete
+from tests.store.test_contract import SOURCE, claim_all, complete, news
 
 if TYPE_CHECKING:
     from receiver.store import Store
@@ -72,6 +74,45 @@ async def test_completions_over_time_count_terminal_jobs_per_bucket(store: Store
     assert sum(b.completed for b in buckets) == 2
     assert all(b.start % 3600 == 0 for b in buckets)
     assert await store.completed_over_time(time.time() + 3600, 3600.0) == []
+
+
+async def test_outcomes_over_time_count_per_bucket_with_nearest_rank_percentiles(
+    store: Store,
+) -> None:
+    for n in range(20):
+        await store.ingest(news(f"j{n}", State.QUEUED, f"q{n}"), [])
+    for n in range(20):
+        state = State.FAILED if n < 2 else State.SUCCEEDED
+        await store.ingest(news(f"j{n}", state, f"t{n}"), [])
+    rows = [await store.get_job(SOURCE, f"j{n}") for n in range(20)]
+    took = sorted(r.terminal_at - r.created_at for r in rows if r and r.terminal_at)
+    year = 3600.0 * 24 * 365
+    (bucket,) = await store.outcomes_over_time(time.time() - 3600, year)
+    assert (bucket.completed, bucket.succeeded, bucket.failed) == (20, 18, 2)
+    # Nearest rank among 20: ceil(0.5 x 20) = 10th, ceil(0.95 x 20) = 19th.
+    assert bucket.p50_seconds == pytest.approx(took[9])
+    assert bucket.p95_seconds == pytest.approx(took[18])
+    assert bucket.start % year == 0
+    assert await store.outcomes_over_time(time.time() + 3600, 3600.0) == []
+
+
+async def test_errors_over_time_count_failed_jobs_and_failed_attempts_by_code(
+    store: Store,
+) -> None:
+    await store.ingest(
+        news("bad", State.FAILED, "b1", error="no text", error_code="extraction_failed"), []
+    )
+    await complete(store, "job-1", "a")
+    now = time.time() + 1
+    (first,) = await claim_all(store, "w1", now)
+    await store.finish_dispatch(
+        first.id, "w1", error="503", next_attempt_at=now + 1, error_code="http_5xx"
+    )
+    (second,) = await claim_all(store, "w1", now + 2)
+    await store.finish_dispatch(second.id, "w1", error=None, next_attempt_at=None)
+    found = await store.errors_over_time(time.time() - 3600, 3600.0 * 24 * 365)
+    assert {(e.code, e.count) for e in found} == {("extraction_failed", 1), ("http_5xx", 1)}
+    assert await store.errors_over_time(time.time() + 3600, 3600.0) == []
 
 
 async def test_jobs_are_listed_oldest_first_on_request_and_paged_forward(store: Store) -> None:
