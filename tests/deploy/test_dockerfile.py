@@ -9,8 +9,12 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.deploy.dockerfile import DOCKERFILE, REPO, final_stage, image_env, instructions
+
+if TYPE_CHECKING:
+    from tests.deploy.conftest import Dist
 
 
 def test_dockerfile_passes_hadolint() -> None:
@@ -105,16 +109,9 @@ def test_dockerignore_is_an_allow_list_of_exactly_what_the_build_copies() -> Non
     assert copied == allowed
 
 
-def test_the_wheel_ships_the_two_packages_the_image_copies(tmp_path: Path) -> None:
+def test_the_wheel_ships_the_two_packages_the_image_copies(dist: Dist) -> None:
     """The image installs jobhook as a wheel built from receiver/ and handlers/ only; a wheel
     that also carried bench/ (it imports tests.support) would install a broken package."""
-    uv = shutil.which("uv")
-    assert uv is not None, "uv is on PATH wherever the tests run (.ci/run installs it)"
-    subprocess.run(
-        [uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_path), str(REPO)],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    (wheel,) = tmp_path.glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
+    with zipfile.ZipFile(dist.wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist()}
     assert {name for name in top if not name.endswith(".dist-info")} == {"receiver", "handlers"}
