@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from receiver.cli.main import main
 from receiver.config.load import load_settings
 from receiver.config.settings import Settings
 from tests.deploy.deployfiles import SECRET_KEYS, is_under, secret_values, written_paths
-from tests.support import SECRET
+from tests.support import SECRET, free_port
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 UNIT = DEPLOY / "systemd" / "jobhook.service"
@@ -99,3 +104,51 @@ def test_systemd_secrets_come_from_the_environment_file(service: dict[str, list[
     for reference in references:
         assert reference.startswith("env:"), reference
         assert reference.removeprefix("env:") in provided
+
+
+def systemd_analyze() -> str:
+    found = shutil.which("systemd-analyze")
+    if found is None:
+        pytest.skip("systemd-analyze is not installed (Debian's systemd package has it)")
+    return found
+
+
+def verify(text: str, directory: Path) -> str:
+    """What ``systemd-analyze verify`` says about a unit reading ``text``, with its ExecStart
+    program swapped for this environment's jobhook (verify wants it to exist); it exits 0 even
+    for unknown keys and bad values, so its output is the verdict."""
+    unit = directory / UNIT.name
+    jobhook = Path(sys.executable).parent / "jobhook"
+    unit.write_text(text.replace("/opt/jobhook/bin/jobhook", str(jobhook)), encoding="utf-8")
+    proc = subprocess.run(
+        [systemd_analyze(), "verify", "--man=no", str(unit)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return (proc.stdout + proc.stderr).strip()
+
+
+def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    assert verify(UNIT.read_text(encoding="utf-8"), tmp_path) == ""
+
+
+def test_systemd_analyze_verify_reports_a_misspelt_setting(tmp_path: Path) -> None:
+    """The check above can fail: verify names a key systemd does not know."""
+    text = UNIT.read_text(encoding="utf-8").replace("ProtectHome=yes", "ProtectHomes=yes")
+    assert "Unknown key 'ProtectHomes'" in verify(text, tmp_path)
+
+
+def test_systemd_config_passes_check_config_with_the_env_files_secrets(tmp_path: Path) -> None:
+    # The unit's StateDirectory /var/lib/jobhook is a temporary directory here; the port, which
+    # check-config binds, a free one.
+    state = tmp_path / "state"
+    config = tmp_path / SYSTEMD_CONFIG.name
+    config.write_text(
+        SYSTEMD_CONFIG.read_text(encoding="utf-8").replace("/var/lib/jobhook", str(state)), "utf-8"
+    )
+    lines = SYSTEMD_ENV.read_text(encoding="utf-8").splitlines()
+    env = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    env |= {"REDUCTO_WEBHOOK_SECRET": SECRET, "JOBHOOK_DATA_DIR": str(state)}
+    env["JOBHOOK_SERVER__PORT"] = str(free_port())
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)], env=env)
+    assert result.exit_code == 0, result.output
