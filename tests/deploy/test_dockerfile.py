@@ -59,6 +59,16 @@ def test_dependencies_are_hash_checked_pins_and_the_project_adds_none() -> None:
     assert not any(re.search(r"\buv (?:sync|lock)\b", args) for args in runs)
 
 
+def test_extension_modules_lose_their_debug_information_in_the_dependency_layer() -> None:
+    # A fifth of the environment is debug information of the wheels' extension modules;
+    # --strip-debug keeps their symbol tables, and the build stage's binutils never ship.
+    runs = [args for keyword, args in instructions() if keyword == "RUN"]
+    (deps,) = [args for args in runs if "-r requirements/runtime.txt" in args]
+    assert "-exec strip --strip-debug {} +" in deps
+    assert "find /opt/jobhook -name '*.so'" in deps
+    assert not [args for keyword, args in final_stage() if keyword == "RUN" and "apt-get" in args]
+
+
 def test_runtime_runs_as_a_numeric_non_root_user() -> None:
     # Kubernetes can only enforce runAsNonRoot for an image whose user is numeric.
     users = [args for keyword, args in final_stage() if keyword == "USER"]
