@@ -41,12 +41,12 @@ def _fail(exc: ConfigError) -> None:
 
 
 def _check_installation() -> None:
-    """Exit 2 when ``receiver`` or ``handlers`` is not jobhook's own (another package's)."""
-    from receiver.config.problems import config_error
+    """Exit 2 when ``receiver`` or ``handlers`` is not jobhook's own (another package's);
+    before anything that imports ``handlers``."""
     from receiver.service.distribution import import_name_problems
 
     if problems := import_name_problems():
-        _fail(config_error("installation", problems))
+        _fail(ConfigError("\n  ".join(["invalid installation:", *problems])))
 
 
 @main.command()
