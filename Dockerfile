@@ -36,6 +36,7 @@ RUN uv pip install --require-hashes --no-deps -r requirements/runtime.txt \
 COPY pyproject.toml README.md ./
 COPY receiver ./receiver
 COPY handlers ./handlers
+COPY jobhook ./jobhook
 # The project itself, as a wheel (the runtime stage needs nothing from /src) and without its
 # dependencies, which are all in already; uv pip check fails the build if one were missing.
 RUN uv pip install --no-deps --no-editable . \

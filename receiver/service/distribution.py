@@ -1,9 +1,10 @@
-"""Whether ``receiver`` and ``handlers`` are jobhook's own before ``serve`` imports them.
+"""Whether the wheel's top-level packages are jobhook's own, before ``serve`` imports them.
 
-The wheel installs its code under those two generic top-level names (the repository's layout,
-which every absolute import names). Another distribution in the same environment that ships a
-package of either name overwrites jobhook's files, and a directory of either name on ``sys.path``
-shadows them; both would surface later as an ImportError or odd behaviour far from the cause.
+The service's code lives under two generic names, ``receiver`` and ``handlers`` (the
+repository's layout, which every absolute import names), beside ``jobhook`` (the client's name
+for users). Another distribution in the same environment that ships a package of one of those
+names overwrites jobhook's files, and a directory of that name on ``sys.path`` shadows them;
+both would surface later as an ImportError or odd behaviour far from the cause.
 ``import_name_problems`` compares what Python would import with the jobhook distribution's
 RECORD (path and sha256 of every file), or with the source tree of an editable install.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-OWN_PACKAGES = ("receiver", "handlers")
+OWN_PACKAGES = ("receiver", "handlers", "jobhook")
 DISTRIBUTION = "jobhook"
 FIX = (
     "install jobhook into an environment of its own (uv tool install, pipx install, or a "

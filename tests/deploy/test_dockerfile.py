@@ -119,9 +119,10 @@ def test_dockerignore_is_an_allow_list_of_exactly_what_the_build_copies() -> Non
     assert copied == allowed
 
 
-def test_the_wheel_ships_the_two_packages_the_image_copies(dist: Dist) -> None:
-    """The image installs jobhook as a wheel built from receiver/ and handlers/ only; a wheel
-    that also carried bench/ (it imports tests.support) would install a broken package."""
+def test_the_wheel_ships_the_three_packages_the_image_copies(dist: Dist) -> None:
+    """The image installs jobhook as a wheel built from receiver/, handlers/ and jobhook/ only;
+    a wheel that also carried bench/ (it imports tests.support) would install a broken package."""
     with zipfile.ZipFile(dist.wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist()}
-    assert {name for name in top if not name.endswith(".dist-info")} == {"receiver", "handlers"}
+    packages = {name for name in top if not name.endswith(".dist-info")}
+    assert packages == {"receiver", "handlers", "jobhook"}

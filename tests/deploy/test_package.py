@@ -220,6 +220,51 @@ def test_console_login_page_and_its_assets_come_from_the_wheel(served: str) -> N
             assert response.content == (STATIC / Path(asset).name).read_bytes()
 
 
+def python(venv: Path, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code],
+        cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+
+
+def test_import_jobhook_loads_nothing_of_the_service_until_a_name_is_used(
+    venv: Path, workdir: Path
+) -> None:
+    code = """
+import sys
+import jobhook
+assert not [name for name in sys.modules if name.split(".")[0] in ("receiver", "handlers")]
+try:
+    jobhook._private
+except AttributeError:
+    print("no private names")
+assert "receiver" not in sys.modules
+"""
+    proc = python(venv, code, workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "no private names"
+
+
+def test_import_jobhook_gives_the_clients_names(venv: Path, workdir: Path) -> None:
+    if not (REPO / "receiver" / "client" / "__init__.py").is_file():
+        pytest.skip("receiver/client (the Python client) is not in this checkout")
+    code = """
+import jobhook
+import receiver.client as client
+assert jobhook.__all__ == client.__all__, (jobhook.__all__, client.__all__)
+for name in client.__all__:
+    assert getattr(jobhook, name) is getattr(client, name), name
+assert set(client.__all__) <= set(dir(jobhook))
+try:
+    jobhook.not_a_client_name
+except AttributeError as exc:
+    print(exc)
+"""
+    proc = python(venv, code, workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "module 'jobhook' has no attribute 'not_a_client_name'"
+
+
 def _digest(data: bytes) -> str:
     """A RECORD file's hash: urlsafe base64 of the sha256, without padding."""
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
