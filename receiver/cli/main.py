@@ -40,12 +40,22 @@ def _fail(exc: ConfigError) -> None:
     sys.exit(2)
 
 
+def _check_installation() -> None:
+    """Exit 2 when ``receiver`` or ``handlers`` is not jobhook's own (another package's);
+    before anything that imports ``handlers``."""
+    from receiver.service.distribution import import_name_problems
+
+    if problems := import_name_problems():
+        _fail(ConfigError("\n  ".join(["invalid installation:", *problems])))
+
+
 @main.command()
 @CONFIG_OPTION
 @click.option("--host", help="Override server.host.")
 @click.option("--port", type=int, help="Override server.port.")
 def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     """Run the webhook receiver, dispatcher and poller."""
+    _check_installation()
     from receiver.service.serve import run
 
     try:
@@ -119,6 +129,7 @@ def check_config(config_path: Path | None, handler_schema: bool) -> None:
     Settings, secrets and keys, handlers, the result URL policy, the store, the directories and
     the port: exit 0 when serve would start, else 2 with every problem, one line each.
     """
+    _check_installation()
     if handler_schema:
         from handlers.options import option_schemas
 

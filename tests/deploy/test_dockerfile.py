@@ -9,8 +9,12 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tests.deploy.dockerfile import DOCKERFILE, REPO, final_stage, image_env, instructions
+
+if TYPE_CHECKING:
+    from tests.deploy.conftest import Dist
 
 
 def test_dockerfile_passes_hadolint() -> None:
@@ -53,6 +57,16 @@ def test_dependencies_are_hash_checked_pins_and_the_project_adds_none() -> None:
     assert "--no-deps" in project.split()
     # Nothing resolves or locks in the build: what runs is what requirements/runtime.txt says.
     assert not any(re.search(r"\buv (?:sync|lock)\b", args) for args in runs)
+
+
+def test_extension_modules_lose_their_debug_information_in_the_dependency_layer() -> None:
+    # A fifth of the environment is debug information of the wheels' extension modules;
+    # --strip-debug keeps their symbol tables, and the build stage's binutils never ship.
+    runs = [args for keyword, args in instructions() if keyword == "RUN"]
+    (deps,) = [args for args in runs if "-r requirements/runtime.txt" in args]
+    assert "-exec strip --strip-debug {} +" in deps
+    assert "find /opt/jobhook -name '*.so'" in deps
+    assert not [args for keyword, args in final_stage() if keyword == "RUN" and "apt-get" in args]
 
 
 def test_runtime_runs_as_a_numeric_non_root_user() -> None:
@@ -105,16 +119,10 @@ def test_dockerignore_is_an_allow_list_of_exactly_what_the_build_copies() -> Non
     assert copied == allowed
 
 
-def test_the_wheel_ships_the_two_packages_the_image_copies(tmp_path: Path) -> None:
-    """The image installs jobhook as a wheel built from receiver/ and handlers/ only; a wheel
-    that also carried bench/ (it imports tests.support) would install a broken package."""
-    uv = shutil.which("uv")
-    assert uv is not None, "uv is on PATH wherever the tests run (.ci/run installs it)"
-    subprocess.run(
-        [uv, "build", "--wheel", "--quiet", "--out-dir", str(tmp_path), str(REPO)],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    (wheel,) = tmp_path.glob("*.whl")
-    with zipfile.ZipFile(wheel) as archive:
+def test_the_wheel_ships_the_three_packages_the_image_copies(dist: Dist) -> None:
+    """The image installs jobhook as a wheel built from receiver/, handlers/ and jobhook/ only;
+    a wheel that also carried bench/ (it imports tests.support) would install a broken package."""
+    with zipfile.ZipFile(dist.wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist()}
-    assert {name for name in top if not name.endswith(".dist-info")} == {"receiver", "handlers"}
+    packages = {name for name in top if not name.endswith(".dist-info")}
+    assert packages == {"receiver", "handlers", "jobhook"}

@@ -19,6 +19,8 @@ from tests.deploy.dockerfile import REPO
 
 REQUIREMENTS = REPO / "requirements"
 FILES = ["runtime.txt", "ci.txt"]
+# checkov's own environment: hash-checked pins too, resolved apart from the constraints.
+HASHED = [*FILES, "checkov.txt"]
 # A dotted name ending in a top-level domain: a host, wherever it appears.
 HOST = re.compile(r"\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:org|com|net|io|dev|app|cloud)\b", re.I)
 
@@ -57,7 +59,7 @@ def pins(name: str) -> set[tuple[str, str]]:
             for req, _ in entries(name)}  # fmt: skip
 
 
-@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("name", HASHED)
 def test_every_requirement_is_an_exact_pin_with_sha256_hashes_only(name: str) -> None:
     for req, options in entries(name):
         assert req.url is None, f"{name}: {req} is a direct reference"
@@ -66,7 +68,7 @@ def test_every_requirement_is_an_exact_pin_with_sha256_hashes_only(name: str) ->
         assert all(option.startswith("--hash=sha256:") for option in options), (name, options)
 
 
-@pytest.mark.parametrize("name", FILES)
+@pytest.mark.parametrize("name", HASHED)
 def test_no_index_or_host_is_named(name: str) -> None:
     # The machine's pip/uv configuration says where packages come from; the hashes fix what.
     for line in (REQUIREMENTS / name).read_text(encoding="utf-8").splitlines():
@@ -80,6 +82,15 @@ def test_no_index_or_host_is_named(name: str) -> None:
 def test_pins_agree_with_the_constraints(name: str) -> None:
     disagree = pins(name) - constraint_pins()
     assert not disagree, f"{name} pins what pyproject does not (run scripts/lock): {disagree}"
+
+
+def test_checkov_txt_pins_exactly_what_checkov_in_names() -> None:
+    wanted = {
+        (canonicalize_name(req.name), next(iter(req.specifier)).version)
+        for req, _ in entries("checkov.in")
+    }
+    assert wanted
+    assert wanted <= pins("checkov.txt"), "checkov.txt is older than checkov.in (scripts/lock)"
 
 
 def test_ci_installs_every_pin() -> None:
