@@ -107,7 +107,7 @@ class SourceSettings(_Section):
             raise ValueError("public keys (v1a) are only for signature 'svix'")
         env = info.context.get("env") if isinstance(info.context, dict) else None
         resolved = tuple(resolve_secret(key, env) for key in keys)
-        for index, key in enumerate(resolved):
+        for index, key in enumerate(resolved, start=1):
             parse_public_key(key, index)
         return resolved
 
@@ -125,7 +125,7 @@ class SourceSettings(_Section):
             )
         # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
         scheme = info.data.get("signature")
-        for index, secret in enumerate(secrets):
+        for index, secret in enumerate(secrets, start=1):
             if scheme == "svix":
                 check_svix_secret(secret.reveal(), index)
             elif scheme is not None:
