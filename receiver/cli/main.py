@@ -16,7 +16,8 @@ CONFIG_OPTION = click.option(
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="JOBHOOK_CONFIG",
-    help="TOML configuration file (default: $JOBHOOK_CONFIG, then ./jobhook.toml).",
+    show_envvar=True,
+    help="TOML configuration file (default: ./jobhook.toml).",
 )
 
 
@@ -42,8 +43,8 @@ def _fail(exc: ConfigError) -> None:
 
 @main.command()
 @CONFIG_OPTION
-@click.option("--host", help="Override server.host.")
-@click.option("--port", type=int, help="Override server.port.")
+@click.option("--host", help="Override server.host (also set by JOBHOOK_SERVER__HOST).")
+@click.option("--port", type=int, help="Override server.port (also set by JOBHOOK_SERVER__PORT).")
 def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     """Run the webhook receiver, dispatcher and poller."""
     from receiver.service.serve import run
@@ -59,7 +60,7 @@ DEMO_MIN_SECONDS = 15.0
 simulated jobs that take up to 4 s)."""
 
 
-@main.command()
+@main.command(short_help="Watch jobhook deliver jobs despite lost webhooks.")
 @click.option(
     "--jobs",
     type=click.IntRange(1, 1000),
@@ -108,7 +109,7 @@ def demo(jobs: int, drop: float, seconds: float, ui: bool) -> None:
         sys.exit(1)
 
 
-@main.command("check-config")
+@main.command("check-config", short_help="Check the configuration as serve would, and exit.")
 @CONFIG_OPTION
 @click.option(
     "--handler-schema", is_flag=True, help="Print each built-in handler's options (JSON schema)."

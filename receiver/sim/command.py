@@ -8,24 +8,33 @@ from receiver.errors import ConfigError
 from receiver.sim.shapes import SHAPES
 
 
-@click.command()
-@click.option("--provider", type=click.Choice(sorted(SHAPES)), default="reducto", show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=9100, show_default=True)
+@click.command(short_help="Run a simulated provider API, for tests without an account.")
+@click.option(
+    "--provider",
+    type=click.Choice(sorted(SHAPES)),
+    default="reducto",
+    show_default=True,
+    help="Which provider's API to simulate.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=9100, show_default=True, help="Port to listen on.")
 @click.option(
     "--api-key",
     envvar="JOBHOOK_SIM_API_KEY",
-    help="Key clients must present (literal, env:NAME or file:PATH; default $JOBHOOK_SIM_API_KEY).",
+    show_envvar=True,
+    help="Key clients must present (literal, env:NAME or file:PATH).",
 )
 @click.option("--webhook-url", help="Receiver URL the webhooks are POSTed to.")
 @click.option(
     "--secret",
     envvar="JOBHOOK_SIM_SECRET",
-    help="whsec_ signing secret (literal, env:NAME or file:PATH; default $JOBHOOK_SIM_SECRET).",
+    show_envvar=True,
+    help="whsec_ signing secret (literal, env:NAME or file:PATH).",
 )
 @click.option(
     "--native-secret",
     envvar="JOBHOOK_SIM_NATIVE_SECRET",
+    show_envvar=True,
     help="Also sign DocuRift/DocExtract webhooks natively with this secret.",
 )
 @click.option(
@@ -35,7 +44,13 @@ from receiver.sim.shapes import SHAPES
     show_default=True,
     help="Fraction of webhooks lost (never sent), chosen by --seed.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of every random choice (which webhooks --drop loses), for repeatable runs.",
+)
 @click.option(
     "--jobs",
     "job_count",
@@ -65,7 +80,13 @@ from receiver.sim.shapes import SHAPES
     show_default=True,
     help="How much faster than real time jobs advance.",
 )
-@click.option("--pages", type=click.IntRange(1), default=3, show_default=True)
+@click.option(
+    "--pages",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Pages of each job's document (its progress counts them).",
+)
 @click.option("--result", type=click.Choice(["inline", "url"]), help="Result delivery.")
 @click.option(
     "--result-bytes",
