@@ -67,6 +67,17 @@ from receiver.sim.shapes import SHAPES
     help="Of --jobs, how many fail.",
 )
 @click.option(
+    "--fail-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Fraction of submitted jobs that fail, chosen by --seed.",
+)
+@click.option(
+    "--error-code",
+    help="The error code failed jobs carry (default: the provider's first documented one).",
+)
+@click.option(
     "--duration",
     type=click.FloatRange(0),
     default=5.0,
@@ -87,7 +98,12 @@ from receiver.sim.shapes import SHAPES
     show_default=True,
     help="Pages of each job's document (its progress counts them).",
 )
-@click.option("--result", type=click.Choice(["inline", "url"]), help="Result delivery.")
+@click.option(
+    "--result",
+    type=click.Choice(["inline", "url"]),
+    help="How every job's result is delivered, submitted ones too (default: the provider's "
+    "usual way).",
+)
 @click.option(
     "--result-bytes",
     type=click.IntRange(1),
@@ -119,6 +135,8 @@ def simulate(
     seed: int,
     job_count: int,
     failed: int,
+    fail_rate: float,
+    error_code: str | None,
     duration: float,
     speed: float,
     pages: int,
@@ -143,6 +161,8 @@ def simulate(
             seed=seed,
             job_count=job_count,
             failed=failed,
+            fail_rate=fail_rate,
+            error_code=error_code,
             duration=duration,
             speed=speed,
             pages=pages,
