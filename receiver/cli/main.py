@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -86,20 +87,33 @@ simulated jobs that take up to 4 s)."""
          "error codes, print what to try, and keep serving until Ctrl-C.",
 )  # fmt: skip
 def demo(jobs: int, drop: float, seconds: float, ui: bool) -> None:
-    """Run jobhook against a simulated provider that loses webhooks, and show what happens."""
+    """Run jobhook against a simulated provider that loses webhooks, and show what happens.
+
+    SIGINT (Ctrl-C) or SIGTERM stops it: --console exits 0 (that is how it ends), the plain
+    demo 128 + the signal's number (130 for Ctrl-C) when stopped before it finished.
+    """
     import asyncio
 
     from rich.console import Console
 
     from receiver.cli.demo import run_demo
+    from receiver.cli.demo_setup import until_stopped
     from receiver.ops.log import configure_logging
 
     # The console demo's dead deliveries are on purpose: its table and the console show them.
     configure_logging("critical" if ui else "error", "console")
+    # Not on a terminal, nothing is wrapped: a command or a token stays whole on its line.
+    console = Console(soft_wrap=not sys.stdout.isatty())
     try:
-        summary = asyncio.run(run_demo(jobs, drop, seconds, Console(), ui=ui))
-    except KeyboardInterrupt:
-        return  # the console was being served until Ctrl-C
+        summary, stopped_by = asyncio.run(
+            until_stopped(run_demo(jobs, drop, seconds, console, ui=ui))
+        )
+    except KeyboardInterrupt:  # before the signal handlers were installed
+        stopped_by = signal.SIGINT
+    if stopped_by is not None:
+        console.print(f"jobhook demo: stopped ({signal.Signals(stopped_by).name})")
+        sys.exit(0 if ui else 128 + stopped_by)
+    assert summary is not None
     if summary["results_written"] != jobs:
         click.echo(
             f"jobhook: {jobs - summary['results_written']} job(s) not delivered within "
