@@ -75,6 +75,11 @@ async def run_demo(
             async with serving(app, port=port):
                 job_ids = sim.create_jobs(jobs, result="url")
                 await track(app, "reducto", job_ids)
+                console.print(
+                    f"{jobs} job(s) submitted to a simulated Reducto that loses {drop:.0%} of "
+                    f"its webhooks; waiting up to {seconds:g} s for every result.",
+                    soft_wrap=True,
+                )
                 started = time.monotonic()
                 out = data_dir / "out" / "reducto"
                 with LiveTable(console, lambda: _table(sim, app, job_ids, started)) as live:

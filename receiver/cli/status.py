@@ -68,13 +68,14 @@ def _readyz(base: str) -> tuple[bool, dict[str, Any]]:
 
 
 def _admin_status(base: str, token: str) -> tuple[bool, dict[str, Any]]:
+    """``GET /status``; when the admin API cannot answer it (a wrong token, no admin API, the
+    store down), what ``/readyz`` says, with why the rest is missing."""
     client = ServiceClient(base, token)
     try:
         body: dict[str, Any] = client._call("GET", "/status").json()
     except ClientError as exc:
-        if "(503)" not in str(exc):
-            raise
-        return _readyz(base)  # the store does not answer: /readyz says why
+        ok, body = _readyz(base)
+        return ok, {**body, "admin_error": str(exc)}
     finally:
         client.close()
     return body.get("status") == "ready", body
@@ -118,6 +119,8 @@ def show(base: str, body: dict[str, Any], *, admin: bool) -> None:
         headers = ["completions resolving", "deliveries pending", "running", "dead",
                    "oldest waiting since (UTC)"]  # fmt: skip
         _table(console, "backlog", headers, [row])
+    elif "admin_error" in body:
+        console.print(f"backlog and store unknown: {body['admin_error']}")
     elif not admin:
         console.print("backlog and store: pass --token (or set JOBHOOK_ADMIN_TOKEN)")
 

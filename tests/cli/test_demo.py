@@ -91,7 +91,7 @@ def test_console_demo_without_a_terminal_prints_whole_commands_and_stops_on_ctrl
 @pytest.mark.timeout(60)
 def test_demo_stopped_by_sigterm_exits_at_once_with_128_plus_the_signal() -> None:
     process = _start("--jobs", "2", "--drop", "1", "--seconds", "60")
-    time.sleep(4)  # running: jobs submitted, every webhook lost
+    _read_until(process, "2 job(s) submitted", within=60)  # every webhook will be lost
     out, err, took = _stop(process, signal.SIGTERM)
     assert process.returncode == 128 + signal.SIGTERM, err
     assert took < STOPPED_WITHIN

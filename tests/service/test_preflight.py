@@ -294,23 +294,32 @@ def test_a_settings_typo_and_a_handler_option_typo_come_in_one_run(tmp_path: Pat
         + '[[handlers]]\nname = "archive"\ntype = "file"\ndri = "out"\n'
     )
     result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    served = _serve(config, {}, tmp_path)
+    _, err = served.communicate(timeout=30)
     assert result.exit_code == 2
     assert result.output.splitlines()[1:] == [
         "  server.prot: unknown key; did you mean 'port'?",
         "  handlers #1: handler 'archive' (file): dir: required, and missing; add it",
         "  handlers #1: handler 'archive' (file): dri: unknown key; did you mean 'dir'?",
     ]
+    assert served.returncode == 2
+    assert err == result.output
 
 
 def test_a_bare_variable_name_where_a_secret_belongs_suggests_env(tmp_path: Path) -> None:
     config = tmp_path / "jobhook.toml"
     config.write_text(
-        f'data_dir = "{tmp_path}/data"\n[sources.reducto]\nprovider = "reducto"\n'
-        'secrets = ["REDUCTO_WEBHOOK_SECRET"]\n'
+        f'data_dir = "{tmp_path}/data"\n[server]\nadmin_token = "ADMIN_TOKEN"\n'
+        f'[sources.reducto]\nprovider = "reducto"\nsecrets = ["{SECRET}", '
+        '"REDUCTO_WEBHOOK_SECRET"]\npublic_keys = ["REDUCTO_PUBLIC_KEY"]\n'
     )
     result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
     assert result.exit_code == 2
     assert result.output.splitlines()[1:] == [
-        "  sources.reducto.secrets #1: REDUCTO_WEBHOOK_SECRET is an environment variable's "
-        "name, not a secret; did you mean 'env:REDUCTO_WEBHOOK_SECRET'?"
+        "  server.admin_token: ADMIN_TOKEN is an environment variable's name, not a secret; "
+        "did you mean 'env:ADMIN_TOKEN'?",
+        "  sources.reducto.public_keys: public key #1: REDUCTO_PUBLIC_KEY is an environment "
+        "variable's name; did you mean 'env:REDUCTO_PUBLIC_KEY'?",
+        "  sources.reducto.secrets #2: REDUCTO_WEBHOOK_SECRET is an environment variable's "
+        "name, not a secret; did you mean 'env:REDUCTO_WEBHOOK_SECRET'?",
     ]
