@@ -25,7 +25,7 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 EXIT_UNAVAILABLE = 4
 
 
-@click.command(short_help="Readiness, budgets, backlog, circuits and store, in short tables.")
+@click.command(short_help="Readiness, budgets, backlog, circuits and store.")
 @click.option(
     "--url", envvar="JOBHOOK_URL", show_envvar=True, help=f"jobhook's URL [{DEFAULT_URL}]."
 )
