@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from handlers import load_handler
 from receiver.config.load import read_config
 from receiver.config.problems import config_error
@@ -98,7 +100,7 @@ def raw_handler_problems(raw: RawConfig) -> list[str]:
     for index, data in enumerate(entries):
         try:
             entry = HandlerSettings.model_validate(data, context={"env": raw.env})
-        except ValueError:  # pydantic's ValidationError: the settings' lines name it
+        except ValidationError:  # the settings' own lines name what is wrong with it
             continue
         try:
             load_handler(entry)
