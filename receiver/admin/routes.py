@@ -15,7 +15,7 @@ import structlog
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.admin import bulk, export, longpoll, reprocess, sse
+from receiver.admin import bulk, export, longpoll, reprocess, sse, status
 from receiver.admin import jobs as jobroutes
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def admin_routes(token: Secret | None) -> list[Route]:
         ("/jobs/{source}/{job_id}/replay", jobroutes.replay_job, "POST"),
         ("/jobs/{source}/{job_id}/reprocess", reprocess.reprocess_job, "POST"),
         ("/events", sse.events, "GET"),
+        ("/status", status.service_status, "GET"),
     ]
     return [
         Route(path, guarded(endpoint, token), methods=[method], name=endpoint.__name__)

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.live import Live
 from rich.table import Table
 
-from receiver.cli.demo_setup import demo_settings, track
+from receiver.cli.demo_setup import LiveTable, demo_settings, invocation, track
 from receiver.service.app import create_app
 from receiver.service.serving import free_port, serving
 
@@ -76,15 +75,19 @@ async def run_demo(
             async with serving(app, port=port):
                 job_ids = sim.create_jobs(jobs, result="url")
                 await track(app, "reducto", job_ids)
+                console.print(
+                    f"{jobs} job(s) submitted to a simulated Reducto that loses {drop:.0%} of "
+                    f"its webhooks; waiting up to {seconds:g} s for every result.",
+                    soft_wrap=True,
+                )
                 started = time.monotonic()
                 out = data_dir / "out" / "reducto"
-                with Live(_table(sim, app, job_ids, started), console=console) as live:
+                with LiveTable(console, lambda: _table(sim, app, job_ids, started)) as live:
                     while time.monotonic() - started < seconds:
-                        live.update(_table(sim, app, job_ids, started))
+                        live.update()
                         if all((out / f"{j}.json").exists() for j in job_ids):
                             break
                         await asyncio.sleep(0.2)
-                    live.update(_table(sim, app, job_ids, started))
                 counts = app.state.ingestor.counts
                 summary = {
                     "jobs": jobs,
@@ -99,5 +102,8 @@ async def run_demo(
         f"{summary['completed_by_webhook']} by webhook, {summary['completed_by_poller']} by the "
         f"poller after {int(drop * 100)}% of webhooks were lost."
     )
-    console.print("To browse these jobs in the operator console: jobhook demo --console")
+    console.print(
+        f"To browse these jobs in the operator console: {invocation()} demo --console",
+        soft_wrap=True,
+    )
     return summary

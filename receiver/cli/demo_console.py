@@ -20,13 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from rich.live import Live
 from rich.table import Table
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from receiver.cli.demo_setup import demo_config, track
+from receiver.cli.demo_setup import LiveTable, demo_config, invocation, track
 from receiver.config.settings import Settings
 from receiver.service.app import create_app
 from receiver.service.serving import free_port, serving
@@ -175,7 +174,7 @@ def _docextract_jobs(sim: Simulator) -> list[str]:
 def guide(demo: ConsoleDemo, down_seconds: float) -> str:
     """What to try once the jobs have ended (rich markup); the downstream service is back in
     ``down_seconds``."""
-    env = f"JOBHOOK_URL={demo.url} JOBHOOK_ADMIN_TOKEN={demo.token}"
+    env = f"JOBHOOK_URL={demo.url} JOBHOOK_ADMIN_TOKEN={demo.token} {invocation()}"
     back = "now" if down_seconds <= 0 else f"after ~{down_seconds:.0f} s"
     return f"""
 [bold]Operator console:[/] {demo.ui_url}
@@ -193,8 +192,8 @@ Things to try in the console:
      row's highlight, need a mean under 0.80 over at least 10 extractions).
 
 From another terminal:
-  {env} jobhook jobs stats
-  {env} jobhook jobs ls --field total --max-confidence 0.8
+  {env} jobs stats
+  {env} jobs ls --field total --max-confidence 0.8
 """
 
 
@@ -240,16 +239,22 @@ async def run_console_demo(
     """Run the console demo: its URL and token first, its state until every job has ended
     (at most ``seconds``), then what to try, and its state again until cancelled (Ctrl-C)."""
     async with console_demo(jobs, drop, down_seconds=down_seconds) as demo:
-        console.print(f"Console: [bold]{demo.ui_url}[/] (admin token: {demo.token})")
+        # soft_wrap: the URL and the token stay whole on one line, to copy.
+        console.print(f"Console: [bold]{demo.ui_url}[/] (admin token: {demo.token})",
+                      soft_wrap=True)  # fmt: skip
         started = time.monotonic()
-        with Live(status_table(demo, started), console=console) as live:
+        with LiveTable(console, lambda: status_table(demo, started)) as live:
             while time.monotonic() - started < seconds and not await settled(demo):
                 await asyncio.sleep(0.5)
-                live.update(status_table(demo, started))
+                live.update()
         back = demo.destination.back_at - time.monotonic()
-        console.print(guide(demo, back), soft_wrap=True)  # commands stay whole, to copy
-        console.print(f"Still serving the console at {demo.ui_url}; Ctrl-C stops the demo.")
-        with Live(status_table(demo, started), console=console) as live:
+        console.print(guide(demo, back), soft_wrap=True)
+        console.print(
+            f"Still serving the console at {demo.ui_url}; Ctrl-C (SIGINT or SIGTERM) stops "
+            "the demo.",
+            soft_wrap=True,
+        )
+        with LiveTable(console, lambda: status_table(demo, started)) as live:
             while True:
                 await asyncio.sleep(0.5)
-                live.update(status_table(demo, started))
+                live.update()

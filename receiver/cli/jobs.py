@@ -48,12 +48,22 @@ def _reader(url: str | None, token: str | None, config: Path | None) -> ServiceC
 def _options(*, store: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         options = [
-            click.option("--url", envvar="JOBHOOK_URL", help=f"jobhook's URL [{DEFAULT_URL}]."),
-            click.option("--token", envvar="JOBHOOK_ADMIN_TOKEN", help="The admin token."),
+            click.option(
+                "--url",
+                envvar="JOBHOOK_URL",
+                show_envvar=True,
+                help=f"jobhook's URL [{DEFAULT_URL}].",
+            ),
+            click.option(
+                "--token",
+                envvar="JOBHOOK_ADMIN_TOKEN",
+                show_envvar=True,
+                help="The admin token (server.admin_token).",
+            ),
         ]
         if store:
             options.append(click.option(
-                "--config", "config_path", envvar="JOBHOOK_CONFIG",
+                "--config", "config_path", envvar="JOBHOOK_CONFIG", show_envvar=True,
                 type=click.Path(dir_okay=False, path_type=Path),
                 help="Read the store this config names, without a service (when no --url).",
             ))  # fmt: skip
@@ -134,7 +144,11 @@ def jobs() -> None:
 @_options(store=True)
 @_filter_options
 @click.option(
-    "--limit", type=click.IntRange(1, MAX_LIMIT), default=DEFAULT_LIMIT, show_default=True
+    "--limit",
+    type=click.IntRange(1, MAX_LIMIT),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="Jobs per page.",
 )
 @click.option("--cursor", help="next_cursor of the previous page.")
 @click.option("--all", "every", is_flag=True, help="Follow the cursor to the last page.")
@@ -156,7 +170,7 @@ def ls(url: str | None, token: str | None, config_path: Path | None, limit: int,
     _emit({"jobs": found, "next_cursor": page["next_cursor"]}, as_json, cli_render.job_table)
 
 
-@jobs.command("show")
+@jobs.command("show", short_help="A job with its deliveries and handler dispatches.")
 @_options(store=True)
 @click.argument("source")
 @click.argument("job_id")
@@ -173,9 +187,15 @@ def show(url: str | None, token: str | None, config_path: Path | None, source: s
     _emit(detail, as_json, cli_render.job_detail)
 
 
-@jobs.command("stats")
+@jobs.command("stats", short_help="Totals, success rate, times and failures.")
 @_options(store=True)
-@click.option("--period", type=click.Choice(list(PERIODS)), default="24h", show_default=True)
+@click.option(
+    "--period",
+    type=click.Choice(list(PERIODS)),
+    default="24h",
+    show_default=True,
+    help="Jobs created within this period.",
+)
 @_json_option
 @_errors
 def stats(url: str | None, token: str | None, config_path: Path | None, period: str,
@@ -193,7 +213,7 @@ def stats(url: str | None, token: str | None, config_path: Path | None, period: 
 @_options(store=True)
 @_filter_options
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl"]), default="csv",
-              show_default=True)  # fmt: skip
+              show_default=True, help="CSV, or JSON Lines (one job a line).")  # fmt: skip
 @click.option("--include-result", is_flag=True, help="jsonl: add each stored JSON result.")
 @click.option(
     "--fields",
@@ -218,7 +238,7 @@ def export(url: str | None, token: str | None, config_path: Path | None, fmt: st
         client.close()
 
 
-@click.command()
+@click.command(short_help="Register a job just submitted, so it is watched.")
 @_options(store=False)
 @click.argument("source")
 @click.argument("job_id")
@@ -239,7 +259,7 @@ def track(url: str | None, token: str | None, source: str, job_id: str,
         f"tracking {source}/{job_id}: {a['job']['state']}"))  # fmt: skip
 
 
-@click.command()
+@click.command(short_help="Wait until a job ends (exit 0 if it succeeded).")
 @_options(store=False)
 @click.argument("source")
 @click.argument("job_id")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -16,7 +17,8 @@ CONFIG_OPTION = click.option(
     "config_path",
     type=click.Path(dir_okay=False, path_type=Path),
     envvar="JOBHOOK_CONFIG",
-    help="TOML configuration file (default: $JOBHOOK_CONFIG, then ./jobhook.toml).",
+    show_envvar=True,
+    help="TOML configuration file (default: ./jobhook.toml).",
 )
 
 
@@ -51,8 +53,8 @@ def _check_installation() -> None:
 
 @main.command()
 @CONFIG_OPTION
-@click.option("--host", help="Override server.host.")
-@click.option("--port", type=int, help="Override server.port.")
+@click.option("--host", help="Override server.host (also set by JOBHOOK_SERVER__HOST).")
+@click.option("--port", type=int, help="Override server.port (also set by JOBHOOK_SERVER__PORT).")
 def serve(config_path: Path | None, host: str | None, port: int | None) -> None:
     """Run the webhook receiver, dispatcher and poller."""
     _check_installation()
@@ -69,7 +71,7 @@ DEMO_MIN_SECONDS = 15.0
 simulated jobs that take up to 4 s)."""
 
 
-@main.command()
+@main.command(short_help="Watch jobhook deliver jobs despite lost webhooks.")
 @click.option(
     "--jobs",
     type=click.IntRange(1, 1000),
@@ -95,20 +97,33 @@ simulated jobs that take up to 4 s)."""
          "error codes, print what to try, and keep serving until Ctrl-C.",
 )  # fmt: skip
 def demo(jobs: int, drop: float, seconds: float, ui: bool) -> None:
-    """Run jobhook against a simulated provider that loses webhooks, and show what happens."""
+    """Run jobhook against a simulated provider that loses webhooks, and show what happens.
+
+    SIGINT (Ctrl-C) or SIGTERM stops it: --console exits 0 (that is how it ends), the plain
+    demo 128 + the signal's number (130 for Ctrl-C) when stopped before it finished.
+    """
     import asyncio
 
     from rich.console import Console
 
     from receiver.cli.demo import run_demo
+    from receiver.cli.demo_setup import until_stopped
     from receiver.ops.log import configure_logging
 
     # The console demo's dead deliveries are on purpose: its table and the console show them.
     configure_logging("critical" if ui else "error", "console")
+    # Not on a terminal, nothing is wrapped: a command or a token stays whole on its line.
+    console = Console(soft_wrap=not sys.stdout.isatty())
     try:
-        summary = asyncio.run(run_demo(jobs, drop, seconds, Console(), ui=ui))
-    except KeyboardInterrupt:
-        return  # the console was being served until Ctrl-C
+        summary, stopped_by = asyncio.run(
+            until_stopped(run_demo(jobs, drop, seconds, console, ui=ui))
+        )
+    except KeyboardInterrupt:  # before the signal handlers were installed
+        stopped_by = signal.SIGINT
+    if stopped_by is not None:
+        console.print(f"jobhook demo: stopped ({signal.Signals(stopped_by).name})")
+        sys.exit(0 if ui else 128 + stopped_by)
+    assert summary is not None
     if summary["results_written"] != jobs:
         click.echo(
             f"jobhook: {jobs - summary['results_written']} job(s) not delivered within "
@@ -118,7 +133,7 @@ def demo(jobs: int, drop: float, seconds: float, ui: bool) -> None:
         sys.exit(1)
 
 
-@main.command("check-config")
+@main.command("check-config", short_help="Check the configuration as serve would, and exit.")
 @CONFIG_OPTION
 @click.option(
     "--handler-schema", is_flag=True, help="Print each built-in handler's options (JSON schema)."

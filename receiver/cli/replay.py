@@ -30,7 +30,7 @@ def since_value(text: str | None, now: float) -> str | None:
     return f"{now - float(found[1]) * _UNITS[found[2]]:.3f}"
 
 
-@click.command()
+@click.command(short_help="Queue handler deliveries again (dead ones by default).")
 @_options(store=False)
 @click.argument("source", required=False)
 @click.argument("job_id", required=False)

@@ -21,7 +21,7 @@ PER_CALL = 10
 COUNTS = ("submitted", "already_reprocessed", "not_reprocessable", "failed")
 
 
-@click.command()
+@click.command(short_help="Submit finished jobs again at their provider.")
 @_options(store=False)
 @click.argument("source", required=False)
 @click.argument("job_id", required=False)

@@ -27,9 +27,9 @@ def check_direct(
         raise ValueError("webhook_mode 'direct' needs api_base_url and api_key: hints are checked")
     if not tokens:
         raise ValueError("webhook_mode 'direct' needs at least one direct_tokens entry")
-    for index, token in enumerate(tokens):
+    for index, token in enumerate(tokens, start=1):
         if not _TOKEN.match(token.reveal()):
             raise ValueError(
-                f"direct_tokens.{index}: use 32 to 256 URL-safe characters (A-Z a-z 0-9 _ -) "
+                f"direct_tokens #{index}: use 32 to 256 URL-safe characters (A-Z a-z 0-9 _ -) "
                 f"with at least 128 random bits: {HOW_TO_MAKE_ONE}"
             )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,29 @@ from receiver.config.problems import config_error, error_lines
 from receiver.config.settings import DEFAULT_CONFIG, ENV_PREFIX, Settings
 from receiver.errors import ConfigError
 
-__all__ = ["load_settings"]
+__all__ = ["RawConfig", "load_settings", "read_config"]
 
 
-def load_settings(path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
-    """Read, merge and validate the configuration; ConfigError names every bad key."""
+@dataclass(frozen=True)
+class RawConfig:
+    """The configuration as read and merged, before validation (``where`` names it in errors)."""
+
+    data: dict[str, Any]
+    env: dict[str, str]
+    env_names: dict[tuple[str, ...], str]
+    where: str
+
+    def validate(self) -> tuple[Settings | None, list[str]]:
+        """The settings, or None and every problem, one line each."""
+        try:
+            return Settings.model_validate(self.data, context={"env": self.env}), []
+        except ValidationError as exc:
+            return None, error_lines(exc, Settings, self.env_names)
+
+
+def read_config(path: Path | None = None, environ: dict[str, str] | None = None) -> RawConfig:
+    """Read the file (or none) and apply the ``JOBHOOK_*`` variables; ConfigError when the file
+    cannot be read or parsed."""
     env = dict(os.environ) if environ is None else environ
     if path is None and env.get("JOBHOOK_CONFIG"):
         path = Path(env["JOBHOOK_CONFIG"])
@@ -29,11 +48,18 @@ def load_settings(path: Path | None = None, environ: dict[str, str] | None = Non
         path = DEFAULT_CONFIG
     data: dict[str, Any] = _read_toml(path) if path is not None else _zero_config(env)
     env_names = _apply_env_overrides(data, env)
-    try:
-        return Settings.model_validate(data, context={"env": env})
-    except ValidationError as exc:
-        where = f"config {path}" if path is not None else "configuration"
-        raise config_error(where, error_lines(exc, Settings, env_names)) from None
+    return RawConfig(
+        data, env, env_names, f"config {path}" if path is not None else "configuration"
+    )
+
+
+def load_settings(path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Read, merge and validate the configuration; ConfigError names every bad key."""
+    raw = read_config(path, environ)
+    settings, problems = raw.validate()
+    if settings is None:
+        raise config_error(raw.where, problems)
+    return settings
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

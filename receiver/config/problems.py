@@ -1,7 +1,8 @@
 """How a settings problem reads: one line, ``key.path: what is wrong; how to fix it``.
 
 pydantic's sentences ("Extra inputs are not permitted", "Input should be a valid integer") are
-rewritten into that form here, once: an unknown key gets a did-you-mean from the keys its table
+rewritten into that form here, once: a list's entries are counted from 1 (``secrets #1``), an
+unknown key gets a did-you-mean from the keys its table
 takes, a value that came from a ``JOBHOOK_*`` variable names the variable, and no line ever
 shows the value itself (it may be a secret).
 """
@@ -48,7 +49,7 @@ def error_lines(
         loc = _loc(error)
         if error["type"] == "value_error" and loc[:-1] in suggested and loc[-1:] == ("secrets",):
             continue  # "secret = [...]" already says "did you mean 'secrets'?"
-        key = ".".join(str(part) for part in loc) or "(top level)"
+        key = key_path(loc)
         variable = _variable(loc, env_names or {})
         if variable is not None:
             key = f"{variable} ({key})"
@@ -57,6 +58,18 @@ def error_lines(
             message += f"; fix or unset {variable}"
         lines.append(f"{key}: {message}")
     return lines
+
+
+def key_path(loc: Loc) -> str:
+    """A key as a user reads it: ``handlers #2.dir``, ``sources.reducto.secrets #1`` (a list's
+    entries are counted from 1, as a person counts them)."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f" #{part + 1}"
+        else:
+            text += f".{part}" if text else part
+    return text or "(top level)"
 
 
 def _loc(error: ErrorDetails) -> Loc:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from receiver.config.base import SecretValue, _Section
+from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.providers import PROVIDERS
 from receiver.providers.mapping import GenericSettings
@@ -106,8 +106,14 @@ class SourceSettings(_Section):
         if keys and info.data.get("signature", "svix") != "svix":
             raise ValueError("public keys (v1a) are only for signature 'svix'")
         env = info.context.get("env") if isinstance(info.context, dict) else None
+        for index, key in enumerate(keys, start=1):
+            if VARIABLE_NAME.fullmatch(key.strip()):
+                raise ValueError(
+                    f"public key #{index}: {key.strip()} is an environment variable's name; did "
+                    f"you mean 'env:{key.strip()}'?"
+                )
         resolved = tuple(resolve_secret(key, env) for key in keys)
-        for index, key in enumerate(resolved):
+        for index, key in enumerate(resolved, start=1):
             parse_public_key(key, index)
         return resolved
 
@@ -125,7 +131,7 @@ class SourceSettings(_Section):
             )
         # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
         scheme = info.data.get("signature")
-        for index, secret in enumerate(secrets):
+        for index, secret in enumerate(secrets, start=1):
             if scheme == "svix":
                 check_svix_secret(secret.reveal(), index)
             elif scheme is not None:

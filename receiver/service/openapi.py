@@ -244,6 +244,11 @@ OPERATIONS: dict[tuple[str, str], Json] = {
                               "content": {"text/event-stream": {}}},
                       "400": _ERROR, **_AUTH},
     },
+    ("/status", "get"): {
+        "summary": "The store, each source's budget and backlog, circuits, work not yet done",
+        "responses": {"200": _json({"type": "object"}, "ready"),
+                      "503": _json({"type": "object"}, "the store does not answer"), **_AUTH},
+    },
 }
 # fmt: on
 

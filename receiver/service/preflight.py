@@ -17,15 +17,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from handlers import load_handler
-from receiver.config.load import load_settings
+from receiver.config.load import read_config
 from receiver.config.problems import config_error
+from receiver.config.settings import HandlerSettings
 from receiver.errors import ConfigError
 from receiver.pipeline.urlsafety import URLPolicy
 from receiver.service.app import build_source
 
 if TYPE_CHECKING:
     from receiver.completion import Handler
+    from receiver.config.load import RawConfig
     from receiver.config.settings import Settings
     from receiver.intake.webhooks import Source
 
@@ -52,8 +56,12 @@ def preflight(
 
     ``host`` and ``port`` are ``serve``'s ``--host`` and ``--port`` when given.
     """
-    settings = load_settings(config_path, environ)
-    problems: list[str] = []
+    raw = read_config(config_path, environ)
+    settings, problems = raw.validate()
+    if settings is None:
+        # The settings' problems, and each handler entry's own (a typo in its options) with
+        # them, so one run shows every problem.
+        raise config_error(raw.where, problems + raw_handler_problems(raw))
     sources: dict[str, Source] = {}
     for name, cfg in settings.sources.items():
         try:
@@ -65,7 +73,7 @@ def preflight(
         try:
             handlers[entry.name] = load_handler(entry)
         except ConfigError as exc:
-            problems.extend(f"handlers.{index}: {line}" for line in str(exc).splitlines())
+            problems.extend(_handler_lines(index, exc))
     try:
         URLPolicy.from_settings(settings.results)
     except ConfigError as exc:
@@ -74,9 +82,31 @@ def preflight(
     problems.extend(directory_problems(settings))
     problems.extend(port_problems(settings, host, port))
     if problems:
-        where = f"config {config_path}" if config_path is not None else "configuration"
-        raise config_error(where, problems)
+        raise config_error(raw.where, problems)
     return Checked(settings, sources, handlers)
+
+
+def _handler_lines(index: int, exc: ConfigError) -> list[str]:
+    return [f"handlers #{index + 1}: {line}" for line in str(exc).splitlines()]
+
+
+def raw_handler_problems(raw: RawConfig) -> list[str]:
+    """Load each ``[[handlers]]`` entry that is valid as an entry, though the settings as a
+    whole are not: its options' problems. An entry the settings refuse is already named."""
+    entries = raw.data.get("handlers")
+    if not isinstance(entries, list):
+        return []
+    problems: list[str] = []
+    for index, data in enumerate(entries):
+        try:
+            entry = HandlerSettings.model_validate(data, context={"env": raw.env})
+        except ValidationError:  # the settings' own lines name what is wrong with it
+            continue
+        try:
+            load_handler(entry)
+        except ConfigError as exc:
+            problems.extend(_handler_lines(index, exc))
+    return problems
 
 
 def store_problems(settings: Settings) -> list[str]:

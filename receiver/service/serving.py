@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
 
     from starlette.types import ASGIApp
 
@@ -24,11 +24,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that leaves signals to the program it runs in: uvicorn's own handlers
+    would stop only this server on Ctrl-C (closing its port) and leave the program running."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 @contextlib.asynccontextmanager
 async def serving(
     app: ASGIApp, *, host: str = "127.0.0.1", port: int | None = None
 ) -> AsyncIterator[str]:
-    """Run ``app`` (lifespan included) for the block; yields its base URL."""
+    """Run ``app`` (lifespan included) for the block; yields its base URL. Signals are the
+    caller's to handle (``jobhook demo`` stops on SIGINT and SIGTERM)."""
     port = port or free_port(host)
     config = uvicorn.Config(
         app,
@@ -40,7 +50,7 @@ async def serving(
         loop="asyncio",
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
+    server = _EmbeddedServer(config)
     task = asyncio.create_task(server.serve())
     try:
         deadline = time.monotonic() + 15

@@ -8,24 +8,33 @@ from receiver.errors import ConfigError
 from receiver.sim.shapes import SHAPES
 
 
-@click.command()
-@click.option("--provider", type=click.Choice(sorted(SHAPES)), default="reducto", show_default=True)
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=9100, show_default=True)
+@click.command(short_help="Run a simulated provider API, for tests without an account.")
+@click.option(
+    "--provider",
+    type=click.Choice(sorted(SHAPES)),
+    default="reducto",
+    show_default=True,
+    help="Which provider's API to simulate.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=9100, show_default=True, help="Port to listen on.")
 @click.option(
     "--api-key",
     envvar="JOBHOOK_SIM_API_KEY",
-    help="Key clients must present (literal, env:NAME or file:PATH; default $JOBHOOK_SIM_API_KEY).",
+    show_envvar=True,
+    help="Key clients must present (literal, env:NAME or file:PATH).",
 )
 @click.option("--webhook-url", help="Receiver URL the webhooks are POSTed to.")
 @click.option(
     "--secret",
     envvar="JOBHOOK_SIM_SECRET",
-    help="whsec_ signing secret (literal, env:NAME or file:PATH; default $JOBHOOK_SIM_SECRET).",
+    show_envvar=True,
+    help="whsec_ signing secret (literal, env:NAME or file:PATH).",
 )
 @click.option(
     "--native-secret",
     envvar="JOBHOOK_SIM_NATIVE_SECRET",
+    show_envvar=True,
     help="Also sign DocuRift/DocExtract webhooks natively with this secret.",
 )
 @click.option(
@@ -35,7 +44,13 @@ from receiver.sim.shapes import SHAPES
     show_default=True,
     help="Fraction of webhooks lost (never sent), chosen by --seed.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of every random choice (which webhooks --drop loses), for repeatable runs.",
+)
 @click.option(
     "--jobs",
     "job_count",
@@ -52,6 +67,17 @@ from receiver.sim.shapes import SHAPES
     help="Of --jobs, how many fail.",
 )
 @click.option(
+    "--fail-rate",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Fraction of submitted jobs that fail, chosen by --seed.",
+)
+@click.option(
+    "--error-code",
+    help="The error code failed jobs carry (default: the provider's first documented one).",
+)
+@click.option(
     "--duration",
     type=click.FloatRange(0),
     default=5.0,
@@ -65,8 +91,19 @@ from receiver.sim.shapes import SHAPES
     show_default=True,
     help="How much faster than real time jobs advance.",
 )
-@click.option("--pages", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--result", type=click.Choice(["inline", "url"]), help="Result delivery.")
+@click.option(
+    "--pages",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Pages of each job's document (its progress counts them).",
+)
+@click.option(
+    "--result",
+    type=click.Choice(["inline", "url"]),
+    help="How every job's result is delivered, submitted ones too (default: the provider's "
+    "usual way).",
+)
 @click.option(
     "--result-bytes",
     type=click.IntRange(1),
@@ -98,6 +135,8 @@ def simulate(
     seed: int,
     job_count: int,
     failed: int,
+    fail_rate: float,
+    error_code: str | None,
     duration: float,
     speed: float,
     pages: int,
@@ -122,6 +161,8 @@ def simulate(
             seed=seed,
             job_count=job_count,
             failed=failed,
+            fail_rate=fail_rate,
+            error_code=error_code,
             duration=duration,
             speed=speed,
             pages=pages,

@@ -36,14 +36,16 @@ def run(
     native_secret: str | None,
     job_count: int,
     failed: int,
-    result: Any,
     **options: Any,
 ) -> None:
-    """Build the simulator, start ``job_count`` jobs and serve until SIGINT/SIGTERM."""
+    """Build the simulator, start ``job_count`` jobs and serve until SIGINT/SIGTERM; the
+    options (result mode and size, URL lifetime, failures, drop) apply to submitted jobs too."""
     configure_logging()
     key = _resolve(api_key, "api key")
     if key is None:
         raise ConfigError("simulator: set --api-key or JOBHOOK_SIM_API_KEY (clients must send it)")
+    if failed > job_count:
+        raise ConfigError("simulator: --failed cannot exceed --jobs")
     sim = Simulator(
         provider,
         api_key=key,
@@ -51,15 +53,10 @@ def run(
         native_secret=_resolve(native_secret, "native secret"),
         **options,
     )
-    if failed > job_count:
-        raise ConfigError("simulator: --failed cannot exceed --jobs")
-    try:
-        if job_count - failed:
-            sim.create_jobs(job_count - failed, result=result)
-        if failed:
-            sim.create_jobs(failed, outcome="failed", result=result)
-    except ValueError as exc:
-        raise ConfigError(f"simulator: {exc}") from None
+    if job_count - failed:
+        sim.create_jobs(job_count - failed)
+    if failed:
+        sim.create_jobs(failed, outcome="failed")
     log.info(
         "sim_serving",
         provider=provider,

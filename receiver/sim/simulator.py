@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import random
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
@@ -62,6 +63,9 @@ class Simulator:
         result_bytes: int = 256 * 1024,
         duration: float = 5.0,
         pages: int = 3,
+        result: ResultMode | None = None,
+        fail_rate: float = 0.0,
+        error_code: str | None = None,
         retry_delays: Sequence[float] = (0.5, 1.0, 2.0, 5.0),
         webhook_timeout: float = 15.0,
         header_family: str = "svix",
@@ -78,6 +82,7 @@ class Simulator:
             "speed, rate_window, url_ttl and tick must be positive",
         )
         _check(duration >= 0 and pages >= 1 and result_bytes >= 1, "bad job defaults")
+        _check(0.0 <= fail_rate <= 1.0, "fail_rate must be a fraction between 0 and 1")
         _check(all(d >= 0 for d in retry_delays), "retry delays must not be negative")
         _check(header_family in ("svix", "webhook"), "header_family must be svix or webhook")
         if webhook_url is not None:
@@ -90,6 +95,17 @@ class Simulator:
                 raise ConfigError(f"simulator: {exc}") from None
         self.shape = SHAPES[provider]()
         self.provider = provider
+        if result is not None:
+            known = " or ".join(self.shape.results)
+            _check(result in self.shape.results, f"{provider} results are {known}, not {result}")
+        if error_code is not None:
+            known = ", ".join(self.shape.failures)
+            _check(error_code in self.shape.failures, f"{provider} error codes are {known}")
+        self.default_result: ResultMode = result or self.shape.results[0]
+        """How every job's result is delivered unless a job asks otherwise (``--result``)."""
+        self.fail_rate = fail_rate
+        self.default_error_code = error_code
+        self._failures = random.Random(f"failures:{seed}")
         self.clock: Clock = clock or SystemClock()
         self.speed = speed
         self.default_duration = duration
@@ -148,7 +164,7 @@ class Simulator:
         if error_code is not None and error_code not in self.shape.failures:
             known = ", ".join(self.shape.failures)
             raise ValueError(f"{self.provider} error codes are {known}")
-        mode = result or self.shape.results[0]
+        mode = result or self.default_result
         if mode not in self.shape.results:
             raise ValueError(f"{self.provider} results are {' or '.join(self.shape.results)}")
         if outcome not in ("succeeded", "failed"):
@@ -162,13 +178,17 @@ class Simulator:
             speed=self.speed,
             result_bytes=result_bytes or self.default_result_bytes,
             metadata=metadata or {},
-            error_code=error_code,
+            error_code=error_code or (self.default_error_code if outcome == "failed" else None),
             kind=kind,
             webhook_url=webhook_url,
             webhook_mode=webhook_mode,
             document=document,
         )
         return [job.id for job in made]
+
+    def draw_failure(self) -> bool:
+        """Whether a job submitted now fails (``fail_rate``, drawn from the seed's sequence)."""
+        return self.fail_rate > 0 and self._failures.random() < self.fail_rate
 
     def last_job_of(self, document: str) -> Job | None:
         """The newest job of ``document`` (a submission's URL), if there is one."""

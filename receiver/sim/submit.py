@@ -33,7 +33,7 @@ async def submit(request: Request, sim: Simulator) -> tuple[Response, Reason]:
     again = repeat and (code or next(iter(sim.shape.failures))) not in sim.shape.transient
     (job_id,) = sim.create_jobs(
         1,
-        outcome="failed" if again else "succeeded",
+        outcome="failed" if again or sim.draw_failure() else "succeeded",
         error_code=code if again else None,
         document=asked.document,
         metadata=asked.metadata,

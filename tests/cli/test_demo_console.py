@@ -109,7 +109,9 @@ async def test_the_guide_names_the_console_the_token_and_what_to_try() -> None:
             login = await client.get("login")
     assert demo.ui_url in text
     assert demo.token in text
-    assert f"JOBHOOK_URL={demo.url} JOBHOOK_ADMIN_TOKEN={demo.token} jobhook jobs stats" in text
+    assert f"JOBHOOK_URL={demo.url} JOBHOOK_ADMIN_TOKEN={demo.token} uv run jobhook jobs stats" in (
+        text
+    )
     for step in ("Dead letters", "processing_timeout", "Reprocess", "failed job"):
         assert step in text
     assert login.status_code == 200

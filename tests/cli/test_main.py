@@ -55,5 +55,5 @@ def test_serve_refuses_to_start_with_a_bad_secret(tmp_path: Path) -> None:
     path.write_text('[sources.reducto]\nprovider = "reducto"\nsecrets = ["env:MISSING_SECRET"]\n')
     result = CliRunner().invoke(main, ["serve", "--config", str(path)])
     assert result.exit_code == 2
-    assert "sources.reducto.secrets.0" in result.output
+    assert "sources.reducto.secrets #1" in result.output
     assert "MISSING_SECRET" in result.output

@@ -68,7 +68,7 @@ def _value(value: Any) -> str:
     return f'"{escaped}"'
 
 
-LINE = re.compile(r"^  (JOBHOOK_\w+ \()?[a-z_]+(\.[a-z_0-9]+)*\)?: \S.*$")
+LINE = re.compile(r"^  (JOBHOOK_\w+ \()?[a-z_]+(\.[a-z_0-9]+| #[0-9]+)*\)?: \S.*$")
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])

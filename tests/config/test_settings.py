@@ -54,7 +54,7 @@ def test_missing_secrets_key_names_it(tmp_path: Path) -> None:
 
 def test_unset_env_secret_names_the_variable(tmp_path: Path) -> None:
     message = _error(tmp_path, SOURCE + 'secrets = ["env:NOPE"]\n')
-    assert "sources.reducto.secrets.0" in message
+    assert "sources.reducto.secrets #1" in message
     assert "NOPE" in message
 
 

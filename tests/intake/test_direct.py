@@ -204,9 +204,9 @@ async def test_a_body_without_a_job_id_is_400(both: tuple[Simulator, str, Any]) 
 
 @pytest.mark.parametrize(
     ("tokens", "extra", "message"),
-    [('"short"', "", "direct_tokens.0"),
-     (f'"{"a" * 31}"', "", "direct_tokens.0"),
-     (f'"{TOKEN}!"', "", "direct_tokens.0")],
+    [('"short"', "", "direct_tokens #1"),
+     (f'"{"a" * 31}"', "", "direct_tokens #1"),
+     (f'"{TOKEN}!"', "", "direct_tokens #1")],
 )  # fmt: skip
 def test_tokens_must_hold_128_bits(tmp_path: Path, tokens: str, extra: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

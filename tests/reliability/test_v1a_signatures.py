@@ -198,7 +198,7 @@ def test_a_malformed_public_key_fails_at_startup_naming_the_key(
     with pytest.raises(ConfigError) as caught:
         load_settings(_config(tmp_path, source), environ={})
     message = str(caught.value)
-    assert "sources.reducto.public_keys: public key #1" in message
+    assert "sources.reducto.public_keys: public key #2" in message
     assert problem in message
     assert key.removeprefix("whpk_").removeprefix("whsk_")[:12] not in message
 

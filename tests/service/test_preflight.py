@@ -106,13 +106,13 @@ CASES = [
          source=f'[sources.reducto]\nprovider = "nope"\nsecrets = ["{SECRET}"]\n'),
     Case("secret-not-secrets", "sources.reducto.secret: unknown key; did you mean 'secrets'?",
          source=f'[sources.reducto]\nprovider = "reducto"\nsecret = ["{SECRET}"]\n'),
-    Case("public-key-under-secrets", "sources.reducto.secrets: secret #0 is a whpk_ public key; "
+    Case("public-key-under-secrets", "sources.reducto.secrets: secret #1 is a whpk_ public key; "
          "move it from secrets to public_keys",
          source=f'[sources.reducto]\nprovider = "reducto"\nsecrets = ["{PUBLIC_KEY}"]\n'),
-    Case("secret-under-public-keys", "public key #0 is a whsec_ signing secret; move it from "
+    Case("secret-under-public-keys", "public key #1 is a whsec_ signing secret; move it from "
          "public_keys to secrets",
          source=f'[sources.reducto]\nprovider = "reducto"\npublic_keys = ["{SECRET}"]\n'),
-    Case("signing-key-under-secrets", "secret #0 is a whsk_ private signing key",
+    Case("signing-key-under-secrets", "secret #1 is a whsk_ private signing key",
          source='[sources.reducto]\nprovider = "reducto"\nsecrets = ["whsk_abc"]\n'),
     Case("unreadable-file-secret", "cannot read secret file {tmp}: Is a directory",
          source='[sources.reducto]\nprovider = "reducto"\nsecrets = ["file:{tmp}"]\n'),
@@ -120,7 +120,7 @@ CASES = [
          source='[sources.reducto]\nprovider = "reducto"\nsecrets = ["env:JOBHOOK_TEST_NOPE"]\n'),
     Case("no-secret", "sources.reducto.secrets: a signed source needs at least one secret",
          source='[sources.reducto]\nprovider = "reducto"\nsecrets = []\n'),
-    Case("short-secret", "secret #0 is too short (5 bytes, need 16)",
+    Case("short-secret", "secret #1 is too short (5 bytes, need 16)",
          source='[sources.reducto]\nprovider = "reducto"\nsecrets = ["whsec_c2hvcnQ="]\n'),
     Case("unknown-scheme", "sources.reducto.signature: unknown signature scheme 'rsa'",
          source=SOURCE + 'signature = "rsa"\n'),
@@ -132,15 +132,15 @@ CASES = [
          source=f'[sources.reducto]\nprovider = "generic"\nsecrets = ["{SECRET}"]\n'),
     Case("bad-source-name", "source name 'Big' must be 1-64 lowercase letters",
          source=f'[sources.Big]\nprovider = "reducto"\nsecrets = ["{SECRET}"]\n'),
-    Case("handler-no-type", "handlers.0.type: required, and missing; add it",
+    Case("handler-no-type", "handlers #1.type: required, and missing; add it",
          handlers='[[handlers]]\nname = "files"\n'),
-    Case("handler-unknown-type", "handlers.0: handler 'files': unknown handler type 'nope'",
+    Case("handler-unknown-type", "handlers #1: handler 'files': unknown handler type 'nope'",
          handlers='[[handlers]]\nname = "files"\ntype = "nope"\n'),
-    Case("redis-without-stream", "handlers.0: handler 'q' (redis): stream: required, and "
+    Case("redis-without-stream", "handlers #1: handler 'q' (redis): stream: required, and "
          "missing; add it", handlers='[[handlers]]\nname = "q"\ntype = "redis"\n'),
-    Case("file-option-typo", "handlers.0: handler 'files' (file): dirr: unknown key; did you "
+    Case("file-option-typo", "handlers #1: handler 'files' (file): dirr: unknown key; did you "
          "mean 'dir'?", handlers=FILES + 'dirr = "x"\n'),
-    Case("plugin-missing", "handlers.0: handler 'p': module 'nope.module' not found; install",
+    Case("plugin-missing", "handlers #1: handler 'p': module 'nope.module' not found; install",
          handlers='[[handlers]]\nname = "p"\ntype = "nope.module:thing"\n'),
     Case("handler-twice", "handler name 'files' is used twice", handlers=FILES + FILES),
     Case("handler-unknown-source", "handler 'files' names unknown source 'other'; known: reducto",
@@ -232,11 +232,11 @@ def test_every_problem_is_listed_at_once(tmp_path: Path, busy_port: int) -> None
     result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
     assert result.exit_code == 2
     assert [line.split(":")[0].strip() for line in result.output.splitlines()[1:]] == [
-        "handlers.0", "handlers.1", "handlers.2", "handlers.2", "results.allowed_hosts",
+        "handlers #1", "handlers #2", "handlers #3", "handlers #3", "results.allowed_hosts",
         "server.port",
     ]  # fmt: skip
-    assert "  handlers.2: handler 'f' (file): dir: required, and missing; add it" in result.output
-    assert "  handlers.2: handler 'f' (file): dirr: unknown key; did you mean 'dir'?" in (
+    assert "  handlers #3: handler 'f' (file): dir: required, and missing; add it" in result.output
+    assert "  handlers #3: handler 'f' (file): dirr: unknown key; did you mean 'dir'?" in (
         result.output
     )
 
@@ -284,3 +284,42 @@ def test_a_store_that_cannot_be_opened_fails_startup_in_one_line(tmp_path: Path)
     assert "Traceback" not in out + err
     assert "startup failed: cannot open PostgreSQL store postgresql://jobhook:***@" in err
     assert "pw-8f2e" not in out + err
+
+
+def test_a_settings_typo_and_a_handler_option_typo_come_in_one_run(tmp_path: Path) -> None:
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path}/data"\n[server]\nprot = 8000\n'
+        + SOURCE
+        + '[[handlers]]\nname = "archive"\ntype = "file"\ndri = "out"\n'
+    )
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    served = _serve(config, {}, tmp_path)
+    _, err = served.communicate(timeout=30)
+    assert result.exit_code == 2
+    assert result.output.splitlines()[1:] == [
+        "  server.prot: unknown key; did you mean 'port'?",
+        "  handlers #1: handler 'archive' (file): dir: required, and missing; add it",
+        "  handlers #1: handler 'archive' (file): dri: unknown key; did you mean 'dir'?",
+    ]
+    assert served.returncode == 2
+    assert err == result.output
+
+
+def test_a_bare_variable_name_where_a_secret_belongs_suggests_env(tmp_path: Path) -> None:
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path}/data"\n[server]\nadmin_token = "ADMIN_TOKEN"\n'
+        f'[sources.reducto]\nprovider = "reducto"\nsecrets = ["{SECRET}", '
+        '"REDUCTO_WEBHOOK_SECRET"]\npublic_keys = ["REDUCTO_PUBLIC_KEY"]\n'
+    )
+    result = CliRunner().invoke(main, ["check-config", "--config", str(config)])
+    assert result.exit_code == 2
+    assert result.output.splitlines()[1:] == [
+        "  server.admin_token: ADMIN_TOKEN is an environment variable's name, not a secret; "
+        "did you mean 'env:ADMIN_TOKEN'?",
+        "  sources.reducto.public_keys: public key #1: REDUCTO_PUBLIC_KEY is an environment "
+        "variable's name; did you mean 'env:REDUCTO_PUBLIC_KEY'?",
+        "  sources.reducto.secrets #2: REDUCTO_WEBHOOK_SECRET is an environment variable's "
+        "name, not a secret; did you mean 'env:REDUCTO_WEBHOOK_SECRET'?",
+    ]

@@ -275,7 +275,7 @@ def test_config_refuses_a_short_hmac_secret_without_echoing_it(tmp_path: Path) -
     )
     message = _config(tmp_path, source % KEY)
     assert "sources.s.secrets" in message
-    assert "secret #1 is too short (14 characters, need 16)" in message
+    assert "secret #2 is too short (14 characters, need 16)" in message
     assert "hunter2" not in message
 
 

@@ -72,3 +72,40 @@ async def test_simulate_command_refuses_to_start_without_an_api_key() -> None:
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=15)
     assert process.returncode == 2
     assert b"JOBHOOK_SIM_API_KEY" in stderr
+
+
+async def test_reducto_sdk_run_job_against_simulate_result_url_gets_a_fetchable_url() -> None:
+    from reducto import AsyncReducto
+
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "receiver", "simulate", "--port", str(port), "--result", "url",
+        "--result-bytes", "4096", "--url-ttl", "60", "--duration", "0.2",
+        "--fail-rate", "0", "--error-code", "DOCUMENT_CORRUPT",
+        env={**os.environ, "JOBHOOK_SIM_API_KEY": API_KEY},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await _wait_up(base, process)
+        # The SDK's job model lists fewer status words than its API sends while a job runs
+        # (InProgress): poll loosely, then read the finished job strictly.
+        async with AsyncReducto(api_key=API_KEY, base_url=base, max_retries=0,
+                                _strict_response_validation=False) as loose:  # fmt: skip
+            submitted = await loose.parse.run_job(input="https://example.com/big.pdf")
+            while (await loose.job.get(submitted.job_id)).status != "Completed":
+                await asyncio.sleep(0.1)
+        async with AsyncReducto(api_key=API_KEY, base_url=base, max_retries=0,
+                                _strict_response_validation=True) as client:  # fmt: skip
+            job = await client.job.get(submitted.job_id)
+        assert job.result is not None
+        result = job.result.result
+        assert result.type == "url"
+        async with httpx.AsyncClient() as fetcher:
+            fetched = await fetcher.get(result.url)
+    finally:
+        process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.communicate(), timeout=15)
+    assert fetched.status_code == 200
+    assert len(fetched.content) == 4096
+    assert isinstance(fetched.json(), dict)

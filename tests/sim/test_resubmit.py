@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from receiver.errors import ConfigError
 from receiver.sim import Simulator, build_app
 from receiver.sim.clock import ManualClock
 from tests.sim.helpers import API_KEY, auth
@@ -59,3 +60,31 @@ async def test_a_new_document_is_unaffected_by_another_documents_failure() -> No
         clock.advance(2)
         answer = (await client.get(f"/v1/documents/{made.json()['id']}")).json()
     assert answer["status"] == "completed"
+
+
+async def test_the_simulator_s_failure_options_apply_to_submitted_jobs() -> None:
+    clock = ManualClock()
+    sim = Simulator("docextract", api_key=API_KEY, clock=clock, duration=1.0, fail_rate=0.5,
+                    error_code="unsupported_format", seed=3)  # fmt: skip
+    async with (
+        live_server(build_app(sim)) as url,
+        httpx.AsyncClient(base_url=url, headers=auth("docextract")) as client,
+    ):
+        ids = []
+        for n in range(20):
+            document = {"document_url": f"https://example.com/{n}.pdf", "extractor_id": "ex_1"}
+            answer = await client.post("/v1/documents", json=document)
+            ids.append(answer.json()["id"])
+        clock.advance(2)
+        jobs = [(await client.get(f"/v1/documents/{i}")).json() for i in ids]
+    failed = [job for job in jobs if job["status"] == "failed"]
+    assert 0 < len(failed) < 20
+    assert {job["error_details"]["code"] for job in failed} == {"unsupported_format"}
+    assert all(job["status"] == "completed" for job in jobs if job not in failed)
+
+
+def test_the_simulator_refuses_options_its_provider_does_not_have() -> None:
+    with pytest.raises(ConfigError, match="docextract results are inline"):
+        Simulator("docextract", api_key=API_KEY, result="url")
+    with pytest.raises(ConfigError, match="docextract error codes are"):
+        Simulator("docextract", api_key=API_KEY, error_code="DOCUMENT_CORRUPT")
