@@ -98,6 +98,9 @@ class ServiceClient:
     def stats(self, period: str) -> dict[str, Any]:
         return self._send(calls.stats(period))
 
+    def status(self) -> dict[str, Any]:
+        return self._send(calls.service_status())
+
     def export(
         self, filters: Filters, fmt: str, include_result: bool, fields: str | None = None
     ) -> Iterator[str]:

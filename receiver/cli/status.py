@@ -72,7 +72,7 @@ def _admin_status(base: str, token: str) -> tuple[bool, dict[str, Any]]:
     store down), what ``/readyz`` says, with why the rest is missing."""
     client = ServiceClient(base, token)
     try:
-        body: dict[str, Any] = client._call("GET", "/status").json()
+        body = client.status()
     except ClientError as exc:
         ok, body = _readyz(base)
         return ok, {**body, "admin_error": str(exc)}

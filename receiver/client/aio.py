@@ -201,6 +201,12 @@ class AsyncClient:
         """The period's figures: ``24h``, ``7d`` or ``30d``."""
         return core.parse(Stats, await self.send(core.stats(period)))
 
+    async def status(self) -> dict[str, Any]:
+        """The service's status as ``GET /status`` answers it (the document ``jobhook status``
+        shows: readiness, store, sources with their budgets and backlog, handlers' circuits)."""
+        doc: dict[str, Any] = await self.send(core.service_status())
+        return doc
+
     async def export(
         self, *, format: str = "jsonl", include_result: bool = False,
         fields: builtins.list[str] | None = None, **filters: Unpack[core.Filters],

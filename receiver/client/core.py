@@ -199,6 +199,11 @@ def stats(period: str) -> Call:
     return Call("GET", "/jobs/stats", [("period", period)])
 
 
+def service_status() -> Call:
+    """``GET /status``: readiness, store, sources with budgets and backlog, circuits."""
+    return Call("GET", "/status")
+
+
 def export(
     params: Sequence[tuple[str, str]], fmt: str, include_result: bool, fields: str | None
 ) -> Call:

@@ -87,6 +87,10 @@ class Both:
         stats: Stats = await self._call("stats", period)
         return stats
 
+    async def status(self) -> dict[str, Any]:
+        status: dict[str, Any] = await self._call("status")
+        return status
+
     async def export(self, **kwargs: Any) -> str:
         if self.sync is not None:
             sync = self.sync

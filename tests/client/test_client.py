@@ -159,6 +159,14 @@ async def test_replay_stats_and_export(jobhook: Both, service: tuple[Starlette, 
     assert len(csv.splitlines()) == 3
 
 
+async def test_status_is_the_document_jobhook_status_shows(jobhook: Both) -> None:
+    await jobhook.track("reducto", "queued-1")
+    status = await jobhook.status()
+    assert status["status"] == "ready"
+    assert status["store"]["backend"] == "sqlite"
+    assert "reducto" in status["sources"]
+
+
 def test_url_and_token_come_from_the_environment_unless_given(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
