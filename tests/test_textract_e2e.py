@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import httpx
 
+from receiver.files import safe_name
 from receiver.service.app import create_app
 from receiver.sim.textract import TextractSim, running
 from tests.sim.helpers import wait_for
@@ -47,7 +48,7 @@ def _submit(api_url: str, name: str, tag: str) -> str:
 
 
 def _written(out: Path, job_id: str) -> dict[str, Any] | None:
-    path = out / "tx" / f"{job_id}.json"
+    path = out / "tx" / f"{safe_name(job_id)}.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -112,3 +113,43 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
             # Notifications were confirmed with Get* (signed: the simulator checks SigV4).
             assert sim.calls["GetDocumentAnalysis"] >= 2 + 3 + 3
             assert len(sim.sns.delivered) == 4
+
+
+async def test_without_sns_a_tracked_job_is_polled_and_a_forgotten_one_expires(
+    tmp_path: Path, aws_env: None
+) -> None:
+    sim = TextractSim(access_key_id=KEY_ID, secret_access_key=SECRET_KEY, region=REGION,
+                      duration=0.05)  # fmt: skip
+    async with running(sim, tmp_path / "sim") as (api_url, sns_url):
+        poll = "grace_seconds = 0\ninitial_delay = 0.05\nmax_delay = 0.1\nrequests_per_minute = 480"
+        settings = textract_settings(tmp_path, api_url, sns_url, poll=poll)
+        async with live_server(create_app(settings)) as url:
+            client = boto3.client(
+                "textract",
+                endpoint_url=api_url,
+                region_name=REGION,
+                aws_access_key_id=KEY_ID,
+                aws_secret_access_key=SECRET_KEY,
+            )
+            answer = await asyncio.to_thread(
+                client.start_expense_analysis,
+                DocumentLocation={"S3Object": {"Bucket": "receipts", "Name": "r.png"}},
+            )
+            expense = f"ExpenseAnalysis:{answer['JobId']}"
+            gone = "f" * 64
+            async with httpx.AsyncClient(base_url=url, headers={
+                    "Authorization": f"Bearer {TOKEN}"}) as admin:  # fmt: skip
+                for job_id in (expense, gone):
+                    tracked = await admin.post("/jobs", json={"source": "tx", "job_id": job_id})
+                    assert tracked.status_code in (200, 201), tracked.text
+                out = tmp_path / "out"
+                await wait_for(lambda: all(_written(out, j) for j in (expense, gone)), 20)
+                job = (await admin.get(f"/jobs/tx/{expense}")).json()["job"]
+            done = _written(out, expense)
+            assert done is not None
+            assert done["state"] == "succeeded"
+            assert job["fields"] == {"INVOICE_RECEIPT_ID": 0.974, "TOTAL": 0.745}
+            expired = _written(out, gone)
+            assert expired is not None
+            assert expired["state"] == "expired"
+            assert "InvalidJobIdException" in expired["error"]

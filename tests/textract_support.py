@@ -34,7 +34,13 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def textract_settings(
-    tmp_path: Path, api_url: str, sns_url: str, *, extra_aws: str = "", extra: str = ""
+    tmp_path: Path,
+    api_url: str,
+    sns_url: str,
+    *,
+    extra_aws: str = "",
+    poll: str = "grace_seconds = 600\nrequests_per_minute = 480",
+    extra: str = "",
 ) -> Settings:
     """A textract source on the simulator: its CA and SNS host added, a file handler."""
     sns_authority = sns_url.removeprefix("https://")
@@ -56,8 +62,7 @@ extra_ca_bundle = "{tmp_path / "sim" / "ca.pem"}"
 extra_sns_hosts = ["{sns_authority}"]
 {extra_aws}
 [sources.tx.poll]
-grace_seconds = 600
-requests_per_minute = 480
+{poll}
 [[handlers]]
 name = "files"
 type = "file"

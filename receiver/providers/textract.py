@@ -517,7 +517,7 @@ def _detected(
 
 def _percent(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 100:
-        return float(value) / 100.0
+        return round(float(value) / 100.0, 6)
     return None
 
 

@@ -20,6 +20,7 @@ import asyncio
 import base64
 import contextlib
 import datetime as dt
+import functools
 import hashlib
 import hmac
 import itertools
@@ -559,9 +560,10 @@ class SnsSide:
             await self._client.aclose()
 
 
+@functools.cache
 def _materials() -> tuple[bytes, bytes, bytes, RSAPrivateKey, bytes]:
     """A CA, a TLS certificate it issued for localhost/127.0.0.1, and a signing key with its
-    certificate: made fresh at every start."""
+    certificate: made fresh by each process that simulates (three RSA keys take a while)."""
     import ipaddress
 
     from cryptography import x509
