@@ -78,6 +78,7 @@ MODEL_VERSION_KEYS = {
     "LendingAnalysis": "AnalyzeLendingModelVersion",
 }
 RETRIES = (0.0, 0.2, 1.0, 2.0, 5.0)
+CONFIRMATION_RETRIES = (0.0, 0.2, 1.0, *(2.0,) * 90)
 
 
 @dataclass
@@ -539,7 +540,9 @@ class SnsSide:
             "User-Agent": "Amazon Simple Notification Service Agent",
         }
         data = json.dumps(body).encode()
-        for delay in RETRIES:
+        # A confirmation is asked again for a while: the endpoint may still be starting.
+        retries = RETRIES if body["Type"] == "Notification" else CONFIRMATION_RETRIES
+        for delay in retries:
             await asyncio.sleep(delay)
             try:
                 response = await self._client.post(url, content=data, headers=headers)
