@@ -109,7 +109,7 @@ class Resolver:
         if api is None:
             return Resolution(
                 error="the result must be assembled by the job API, which is not configured",
-                error_code="no_job_api",
+                error_code="resolve_failed",
                 error_where="fetch",
             )
         try:
@@ -117,7 +117,7 @@ class Resolver:
                 sha256, size = await api.write_result(completion.job_id, ref, dest)
                 span.set("jobhook.result.bytes", size)
         except JobNotFoundError as exc:
-            return Resolution(error=str(exc), error_code="result_expired", error_where="provider")
+            return Resolution(error=str(exc), error_code="result_expired", error_where="fetch")
         found = Resolution(str(dest), sha256, size)
         if size <= MAX_FIELDS_BYTES:
             found = _with_fields(found, await anyio.to_thread.run_sync(_read_json, dest))
