@@ -110,6 +110,11 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
             assert job["confidence"] == 0.715
             assert failed_job["error_code"] == "FAILED"
             assert partial_job["error_code"] == "UNSUPPORTED_DOCUMENT"
+            # A refusal is answered as every webhook refusal is: 4xx and its reason.
+            async with httpx.AsyncClient() as plain:
+                raw = await plain.post(f"{url}/webhooks/tx", content=b'{"JobId": "x"}')
+            assert raw.status_code == 400
+            assert raw.json()["error"] == "raw_delivery"
             # Notifications were confirmed with Get* (signed: the simulator checks SigV4).
             assert sim.calls["GetDocumentAnalysis"] >= 2 + 3 + 3
             assert len(sim.sns.delivered) == 4
