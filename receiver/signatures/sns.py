@@ -122,7 +122,7 @@ class SnsVerifier(AsyncVerifier):
         topic = envelope["TopicArn"]
         header_topic = headers.get("x-amz-sns-topic-arn")
         if header_topic is not None and header_topic != topic:
-            raise VerificationError("type_mismatch", "x-amz-sns-topic-arn differs from TopicArn")
+            raise VerificationError("topic_mismatch", "x-amz-sns-topic-arn differs from TopicArn")
         message_id = envelope["MessageId"]
         check_message_id(message_id)
         if topic not in self.topic_arns:

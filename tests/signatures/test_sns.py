@@ -189,3 +189,24 @@ async def test_a_certificate_host_this_machine_does_not_trust_is_never_accepted(
 )
 def test_only_sns_regional_hosts_are_sns(host: str, expected: bool) -> None:
     assert sns_host(host) is expected
+
+
+async def test_a_topic_header_that_differs_from_the_body_is_400(sns: Sns) -> None:
+    error = await refused(sns, sns.notification(), **{"x-amz-sns-topic-arn": OTHER_TOPIC})
+    assert (error.reason, error.status_code) == ("topic_mismatch", 400)
+
+
+async def test_an_unknown_signature_version_is_400(sns: Sns) -> None:
+    error = await refused(sns, sns.notification(SignatureVersion="3"))
+    assert (error.reason, error.status_code) == ("unsupported_signature_version", 400)
+
+
+async def test_unsubscribe_confirmation_is_logged_and_answered(sns: Sns) -> None:
+    body = sns.sim.sns.envelope(
+        "UnsubscribeConfirmation",
+        TOPIC,
+        "unsubscribed",
+        SubscribeURL=f"{sns.sim.sns.base_url}/?Action=x",
+        Token="tok",
+    )
+    assert (await sns.verify(body)).handled == "unsubscribe_logged"
