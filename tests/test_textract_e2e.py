@@ -58,6 +58,7 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
     port = free_port()
     sim = TextractSim(access_key_id=KEY_ID, secret_access_key=SECRET_KEY, region=REGION,
                       duration=0.1, blocks=2500, sns_endpoint=f"http://127.0.0.1:{port}/webhooks/tx",
+                      requests_per_second=50,
                       topic_arn=TOPIC)  # fmt: skip
     async with running(sim, tmp_path / "sim") as (api_url, sns_url):
         settings = textract_settings(tmp_path, api_url, sns_url)
@@ -80,6 +81,9 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
             assert done["state"] == "succeeded"
             assert done["provider_status"] == "SUCCEEDED"
             assert done["metadata"]["JobTag"] == "team-42"
+            # Textract's own confidences (percent) as jobhook's field confidence (0..1).
+            assert done["fields"] == {"Invoice number": 0.97, "Date": 0.91, "Total": 0.715}
+            assert done["error_code"] is None
             assert done["metadata"]["API"] == "StartDocumentAnalysis"
             assert done["metadata"]["DocumentLocation"]["S3ObjectName"] == "invoice.pdf"
             data = (out / "tx" / f"{ok}.result").read_bytes()
@@ -94,10 +98,12 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
             assert bad is not None
             assert bad["state"] == "failed"
             assert bad["result"] is None
+            assert bad["error_code"] == "FAILED"
             half = _written(out, partial)
             assert half is not None
             assert half["state"] == "partial"
             assert half["provider_status"] == "PARTIAL_SUCCESS"
+            assert half["error_code"] == "UNSUPPORTED_DOCUMENT"
             assert json.loads((out / "tx" / f"{partial}.result").read_bytes())["Warnings"]
 
             async with httpx.AsyncClient(base_url=url, headers={
@@ -105,7 +111,6 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
                 job = (await admin.get(f"/jobs/tx/{ok}")).json()["job"]
                 failed_job = (await admin.get(f"/jobs/tx/{failed}")).json()["job"]
                 partial_job = (await admin.get(f"/jobs/tx/{partial}")).json()["job"]
-            # Textract's own confidences (percent) as jobhook's field confidence (0..1).
             assert job["fields"] == {"Invoice number": 0.97, "Date": 0.91, "Total": 0.715}
             assert job["confidence"] == 0.715
             assert failed_job["error_code"] == "FAILED"
@@ -124,7 +129,7 @@ async def test_without_sns_a_tracked_job_is_polled_and_a_forgotten_one_expires(
     tmp_path: Path, aws_env: None
 ) -> None:
     sim = TextractSim(access_key_id=KEY_ID, secret_access_key=SECRET_KEY, region=REGION,
-                      duration=0.05)  # fmt: skip
+                      duration=0.05, requests_per_second=50)  # fmt: skip
     async with running(sim, tmp_path / "sim") as (api_url, sns_url):
         poll = "grace_seconds = 0\ninitial_delay = 0.05\nmax_delay = 0.1\nrequests_per_minute = 480"
         settings = textract_settings(tmp_path, api_url, sns_url, poll=poll)
@@ -153,7 +158,8 @@ async def test_without_sns_a_tracked_job_is_polled_and_a_forgotten_one_expires(
             done = _written(out, expense)
             assert done is not None
             assert done["state"] == "succeeded"
-            assert job["fields"] == {"INVOICE_RECEIPT_ID": 0.974, "TOTAL": 0.745}
+            assert done["fields"] == {"INVOICE_RECEIPT_ID": 0.974, "TOTAL": 0.745}
+            assert job["fields"] == done["fields"]
             expired = _written(out, gone)
             assert expired is not None
             assert expired["state"] == "expired"

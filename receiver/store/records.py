@@ -150,6 +150,7 @@ def completion_row(r: Sequence[Any]) -> CompletionRow:
         r[14] if len(r) > 14 else None,
         r[15] if len(r) > 15 else None,
         r[16] if len(r) > 16 else None,
+        r[17] if len(r) > 17 else None,
     )
 
 
