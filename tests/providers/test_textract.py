@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -235,3 +236,13 @@ def test_sns_takes_no_secrets_and_is_only_for_textract(tmp_path: Path) -> None:
         _config(tmp_path, f'[sources.tx]\nprovider = "textract"\nsecrets = ["a" ]\n{aws}')
     with pytest.raises(ConfigError, match="only for provider textract"):
         _config(tmp_path, '[sources.r]\nprovider = "reducto"\nsignature = "sns"\n')
+
+
+def test_without_the_aws_extra_startup_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, aws_env: None
+) -> None:
+    monkeypatch.setitem(sys.modules, "botocore.session", None)  # as if botocore were absent
+    with pytest.raises(ConfigError, match=r"needs the 'aws' extra \(botocore\)"):
+        TextractJobAPI(source="tx", provider=Textract(AWS), base_url="https://x",
+                       api_key=Secret(""), client=httpx.AsyncClient(),
+                       limiter=RateLimiter(60))  # fmt: skip
