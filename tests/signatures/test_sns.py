@@ -15,7 +15,8 @@ import pytest
 
 from receiver.errors import RetryableError, VerificationError
 from receiver.signatures.sns import SnsVerifier, sns_host, string_to_sign
-from receiver.sim.textract import Subscription, TextractSim, running
+from receiver.sim.sns import Subscription
+from receiver.sim.textract import TextractSim, running
 from tests.textract_support import KEY_ID, SECRET_KEY, TOPIC
 
 if TYPE_CHECKING:
