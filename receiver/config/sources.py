@@ -11,6 +11,7 @@ from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.providers import PROVIDERS
 from receiver.providers.mapping import GenericSettings
+from receiver.providers.textract import AwsSettings
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, check_scheme
 from receiver.signatures.base import parse_public_key
@@ -55,6 +56,8 @@ class SourceSettings(_Section):
     api_key: SecretValue | None = None
     poll: PollSettings = PollSettings()
     generic: GenericSettings | None = None
+    aws: AwsSettings | None = None
+    """Textract: ``[sources.NAME.aws]`` (region, allowed SNS topics, the API of bare job ids)."""
     api_version: Literal["v1", "v2"] | None = None
     """Knowhere only: the API version spoken (``/v2/jobs`` by default, as its SDK does; ``v1``)."""
     direct_tokens: tuple[SecretValue, ...] = ()
@@ -68,6 +71,19 @@ class SourceSettings(_Section):
     confidence_fields: tuple[str, ...] = ()
     """The fields the ``jobhook_field_confidence`` histogram names (others are ``other``);
     empty: the first ``METRIC_FIELDS`` distinct fields seen."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _textract_signs_by_sns(cls, data: object) -> object:
+        # SNS is the only way Textract announces a job: its scheme is the default there.
+        if isinstance(data, dict) and data.get("provider") == "textract":
+            data.setdefault("signature", "sns")
+        return data
+
+    @property
+    def table(self) -> AwsSettings | None:
+        """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
+        return self.aws
 
     @field_validator("confidence_alert")
     @classmethod
@@ -124,6 +140,13 @@ class SourceSettings(_Section):
     ) -> tuple[Secret, ...]:
         # public_keys is absent from info.data when it was refused: its own error suffices.
         direct = info.data.get("webhook_mode") == "direct"
+        if info.data.get("signature") == "sns":
+            if secrets:
+                raise ValueError(
+                    "signature 'sns' takes no secrets: SNS signs with its certificate; list the "
+                    "topics under [sources.NAME.aws] topic_arns"
+                )
+            return secrets
         if not secrets and not direct and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
                 "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
@@ -146,6 +169,12 @@ class SourceSettings(_Section):
             raise ValueError(
                 f"a generic table is only for provider 'generic', not {self.provider!r}"
             )
+        if self.provider == "textract" and self.aws is None:
+            raise ValueError(
+                "provider 'textract' needs a [sources.NAME.aws] table (region, topic_arns)"
+            )
+        if self.provider != "textract" and self.aws is not None:
+            raise ValueError(f"an aws table is only for provider 'textract', not {self.provider!r}")
         if self.api_version is not None and self.provider != "knowhere":
             raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
         if self.webhook_mode == "direct":

@@ -20,6 +20,7 @@ from receiver.errors import (
     UnknownSourceError,
     VerificationError,
 )
+from receiver.signatures.base import AsyncVerifier
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -42,7 +43,7 @@ class Source:
 
     name: str
     provider: Provider
-    verifier: Verifier
+    verifier: Verifier | AsyncVerifier
 
 
 class WebhookEndpoint:
@@ -87,9 +88,16 @@ class WebhookEndpoint:
             body = await read_body(receive, headers, self.max_body_bytes, self.body_deadlines)
             if body is None:
                 return  # the client went away before its body arrived: nothing to answer
+            verifier = source.verifier
             with tracing.span("jobhook.webhook.verify"):
-                signed = source.verifier.verify(body, headers)
+                if isinstance(verifier, AsyncVerifier):
+                    signed = await verifier.verify(body, headers)
+                else:
+                    signed = verifier.verify(body, headers)
             message_id = signed.message_id
+            if signed.handled is not None:
+                await _handled(send, name, signed.handled, message_id)
+                return
             payload = parse_json(body)
             event = source.provider.parse_webhook(payload, source=name, message_id=message_id)
             job_id = event.job_id
@@ -125,6 +133,15 @@ class WebhookEndpoint:
 
 
 _JSON = ((b"content-type", b"application/json"),)
+
+
+async def _handled(send: Send, source: str, status: str, message_id: str) -> None:
+    """Answer a control message the signature scheme handled (nothing was stored)."""
+    log.info("webhook_" + status, source=source, message_id=message_id)
+    answer = orjson.dumps({"status": status})
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [*_JSON, (b"content-length", b"%d" % len(answer))]})  # fmt: skip
+    await send({"type": "http.response.body", "body": answer})
 
 
 def _outcome(

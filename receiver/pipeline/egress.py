@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import functools
 import ipaddress
 import os
@@ -99,6 +100,16 @@ class Egress:
             except (OSError, ssl.SSLError) as exc:
                 raise ConfigError(f"egress.ca_bundle {self.ca_bundle}: {exc}") from None
         return httpx.create_ssl_context()
+
+    def adding_ca(self, bundle: Path) -> Egress:
+        """This configuration, trusting ``bundle``'s CAs besides its own (tests, a private
+        partition): added to the trust store, never instead of it. ConfigError when unreadable."""
+        other = dataclasses.replace(self)  # a fresh context, not the shared one
+        try:
+            other.ssl_context.load_verify_locations(cafile=bundle)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"CA bundle {bundle}: {exc}") from None
+        return other
 
     def bypasses(self, host: str) -> bool:
         """Whether ``host`` is reached directly (``no_proxy``, read as httpx reads curl's)."""

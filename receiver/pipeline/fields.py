@@ -6,6 +6,9 @@
   (``"high"`` / ``"low"`` in its SDK's parse response, ``"medium"`` elsewhere in its API), or a
   number in ``granular_confidence.parse_confidence`` when numeric confidence is on. A block type
   is a field: its confidence is its least confident block's, words mapped by ``WORDS``.
+- Textract: its own ``Confidence`` (0..100) of each form key (KEY_VALUE_SET blocks: the key's
+  text names the field, the least of key and value confidence is its confidence), of each
+  expense summary field (``ExpenseDocuments[].SummaryFields``) and of each lending field.
 - DocuRift: ``fields`` holds values, with no confidence; Knowhere's result is a ZIP (no fields).
 - Any other JSON result: a top-level ``confidence`` map, and values under ``extracted_data``
   or ``fields``.
@@ -20,6 +23,7 @@ import json
 import math
 from typing import Any
 
+from receiver.providers.textract import confidence_fields
 from receiver.store.rows import FieldValue
 
 MAX_FIELDS = 100
@@ -40,6 +44,13 @@ def extract_fields(result: Any) -> tuple[FieldValue, ...]:
     for name, number in _blocks(result).items():
         confidences.setdefault(name, number)
     values: dict[str, str] = {}
+    for name, number, text in confidence_fields(result):
+        name = name[:MAX_NAME]
+        if name not in confidences and len(confidences) >= MAX_FIELDS:
+            continue
+        confidences[name] = min(number, confidences.get(name, number))
+        if text is not None:
+            values.setdefault(name, text[:MAX_VALUE])
     for key in VALUE_KEYS:
         found = result.get(key)
         if isinstance(found, dict):

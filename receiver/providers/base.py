@@ -17,6 +17,8 @@ from receiver.models import Event, Progress, ResultRef, State
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from pydantic import BaseModel
+
     from receiver.models import Via
     from receiver.providers.mapping import GenericSettings
 
@@ -59,13 +61,26 @@ class Provider:
     auth_scheme: str = "Bearer "
     cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
     """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
+    job_api_class: ClassVar[type[Any] | None] = None
+    """The provider's own ``JobAPI`` subclass (signed requests, results of several calls);
+    None: ``JobAPI``. Typed loosely: jobapi imports this module, and the import check refuses
+    a cycle even under TYPE_CHECKING."""
 
     @classmethod
     def from_settings(
-        cls, generic: GenericSettings | None, *, api_version: str | None = None
+        cls,
+        generic: GenericSettings | None,
+        *,
+        api_version: str | None = None,
+        table: BaseModel | None = None,
     ) -> Provider:
-        """The adapter for one configured source; only ``generic`` reads its table."""
+        """The adapter for one configured source; ``generic`` reads its table, a cloud
+        provider its own (``table``: ``[sources.NAME.aws]``...)."""
         return cls()
+
+    def default_api_base_url(self) -> str | None:
+        """Where the job API is when ``api_base_url`` is unset (a cloud's regional endpoint)."""
+        return None
 
     def canonical(self, word: str, *, source: str, job_id: str) -> State:
         """Map a status word; an unknown word is kept, treated as queued and logged."""

@@ -13,8 +13,10 @@ from receiver.backoff import capped, retry_after
 from receiver.errors import ProviderError
 
 if TYPE_CHECKING:
-    from receiver.providers import JobStatus, ListedJob, Provider
-    from receiver.providers.base import Submission
+    from pathlib import Path
+
+    from receiver.models import ResultRef
+    from receiver.providers.base import JobStatus, ListedJob, Provider, Submission
     from receiver.providers.ratelimit import RateLimiter
     from receiver.secret import Secret
 
@@ -86,6 +88,11 @@ class JobAPI:
         """
         body = await self._get(submission.path, job_id=None, json_body=submission.body)
         return self.provider.submitted_job_id(body)
+
+    async def write_result(self, job_id: str, ref: ResultRef, dest: Path) -> tuple[str, int]:
+        """Assemble a result of several calls (``ref.assemble``) into ``dest``, atomically: its
+        sha256 and size. Only a provider whose ``job_api_class`` assembles results has one."""
+        raise ProviderError(f"{self.source}: {self.provider.name} assembles no results")
 
     async def _get(
         self,

@@ -26,6 +26,9 @@ DEFAULT_BUDGETS: dict[str, float] = {
     "reducto": 300.0,
     "docurift": 120.0,
     "docextract": 100.0,
+    # Textract's Get* quotas are 5 to 10 transactions a second by region, shared by every
+    # caller of the account: a fifth of the lowest, so jobhook never crowds the pipeline out.
+    "textract": 60.0,
 }
 GENERIC_BUDGET = 60.0
 """Any other provider's default budget, per minute."""

@@ -27,6 +27,7 @@ from receiver.providers import get_provider
 from receiver.service.openapi import openapi_endpoint
 from receiver.service.runtime import Runtime, load_handlers
 from receiver.signatures import build_verifier
+from receiver.signatures.sns import SnsVerifier
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -47,9 +48,15 @@ log = structlog.get_logger("receiver.app")
 def build_source(name: str, cfg: SourceSettings) -> webhooks.Source:
     """A source's verifier (of its signature scheme; none for a direct-only source) and
     provider adapter."""
+    provider = get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table)
+    if cfg.signature == "sns" and cfg.aws is not None:
+        aws = cfg.aws
+        sns = SnsVerifier(aws.topic_arns, extra_hosts=aws.extra_sns_hosts,
+                          max_age_seconds=aws.max_message_age_seconds, source=name)  # fmt: skip
+        return webhooks.Source(name, provider, sns)
     return webhooks.Source(
         name,
-        get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version),
+        provider,
         build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys)
         if cfg.secrets or cfg.public_keys
         else direct.SignedWebhooksOff(),
@@ -189,6 +196,12 @@ def create_app(
                 await runtime.start()
             except JobhookError as exc:
                 app.state.startup_error = f"startup failed: {exc}"
+                raise
+            try:
+                runtime.attach_sns(sources)
+            except JobhookError as exc:
+                app.state.startup_error = f"startup failed: {exc}"
+                await runtime.stop()
                 raise
             metrics.bind(runtime.counts)
             app.state.runtime = runtime

@@ -141,9 +141,11 @@ OPERATIONS: dict[tuple[str, str], Json] = {
         "parameters": [_PATH[0]],
         "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}},
         "responses": {"200": _json({"type": "object", "properties": {
-            "status": {"type": "string", "enum": ["accepted", "duplicate"]},
-            "job_id": {"type": "string"}, "state": {"type": "string"}}}, "stored durably"),
-            "400": _ERROR, "401": _ERROR, "404": _ERROR, "413": _ERROR,
+            "status": {"type": "string", "enum": ["accepted", "duplicate",
+                       "subscription_confirmed", "unsubscribe_logged"]},
+            "job_id": {"type": "string"}, "state": {"type": "string"}}},
+            "stored durably (or, for SNS, a subscription handshake answered)"),
+            "400": _ERROR, "401": _ERROR, "403": _ERROR, "404": _ERROR, "413": _ERROR,
             "503": _json(_ref("Error"), "the store cannot commit: retry")},
     },
     ("/webhooks/{source}/{token}", "post"): {

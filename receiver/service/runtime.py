@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import TYPE_CHECKING
 
 import httpx
@@ -28,11 +29,16 @@ from receiver.pipeline.resolver import Resolver
 from receiver.providers import get_provider
 from receiver.providers.jobapi import JobAPI
 from receiver.providers.ratelimit import RateLimiter, default_budget
+from receiver.secret import Secret
+from receiver.signatures.sns import SnsVerifier
 from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from receiver.completion import Handler
     from receiver.config.settings import Settings
+    from receiver.intake.webhooks import Source
     from receiver.models import Event, IngestResult
     from receiver.ops.metrics import Metrics
     from receiver.store import CompletionRow, Resolution
@@ -85,8 +91,14 @@ class Runtime:
                 **outbound.client_options(),
             )
             stack.push_async_callback(api_client.aclose)
+            self.egress = outbound
             for name, cfg in settings.sources.items():
-                if cfg.api_base_url and cfg.api_key:
+                provider = get_provider(
+                    cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table
+                )
+                base_url = cfg.api_base_url or provider.default_api_base_url()
+                # A provider with its own job API signs its requests itself (no api_key).
+                if base_url and (cfg.api_key or provider.job_api_class is not None):
                     configured = cfg.poll.requests_per_minute
                     limiter = RateLimiter(
                         configured or default_budget(cfg.provider),
@@ -94,13 +106,11 @@ class Runtime:
                         learn=True,
                         ceiling=configured,
                     )
-                    self.apis[name] = JobAPI(
+                    self.apis[name] = (provider.job_api_class or JobAPI)(
                         source=name,
-                        provider=get_provider(
-                            cfg.provider, cfg.generic, api_version=cfg.api_version
-                        ),
-                        base_url=cfg.api_base_url,
-                        api_key=cfg.api_key,
+                        provider=provider,
+                        base_url=base_url,
+                        api_key=cfg.api_key or Secret(""),
                         client=api_client,
                         limiter=limiter,
                     )
@@ -162,7 +172,8 @@ class Runtime:
                 on_finished=self._finished,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
-            providers = {name: get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version)
+            providers = {name: get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version,
+                                            table=cfg.table)
                          for name, cfg in settings.sources.items()}  # fmt: skip
             self.reprocessor = Reprocessor(self.store, dict(self.apis), providers,
                                            self.ingestor.ingest, owner=self.owner)  # fmt: skip
@@ -195,6 +206,29 @@ class Runtime:
         except BaseException:
             await stack.aclose()
             raise
+
+    def attach_sns(self, sources: Mapping[str, Source]) -> None:
+        """Give each SNS-verified source its client (the egress settings, plus the CA bundle
+        the source adds) and its job API's rate budget, for certificates and confirmations."""
+        for name, source in sources.items():
+            verifier = source.verifier
+            cfg = self.settings.sources.get(name)
+            if not isinstance(verifier, SnsVerifier) or cfg is None or cfg.aws is None:
+                continue
+            outbound = self.egress
+            if cfg.aws.extra_ca_bundle is not None:
+                outbound = outbound.adding_ca(cfg.aws.extra_ca_bundle)
+            client = httpx.AsyncClient(
+                timeout=httpx.Timeout(10.0, connect=self.settings.results.connect_timeout),
+                headers={"User-Agent": "jobhook"},
+                follow_redirects=False,
+                **outbound.client_options(),
+            )
+            self._stack.push_async_callback(client.aclose)
+            api = self.apis.get(name)
+            verifier.attach(
+                client, functools.partial(api.limiter.acquire, urgent=True) if api else None
+            )
 
     def counts(self) -> RuntimeCounts:
         """What the job APIs, rate limiters, fetcher and ingestor counted (for ``/metrics``)."""

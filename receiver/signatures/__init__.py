@@ -28,9 +28,13 @@ __all__ = [
     "check_scheme",
 ]
 
-SCHEMES = ("svix", "docurift", "docextract")
+SCHEMES = ("svix", "docurift", "docextract", "sns")
 # Which providers may use a provider-specific scheme; svix is open to every provider.
-_PROVIDERS_OF = {"docurift": ("docurift", "generic"), "docextract": ("docextract", "generic")}
+_PROVIDERS_OF = {
+    "docurift": ("docurift", "generic"),
+    "docextract": ("docextract", "generic"),
+    "sns": ("textract",),
+}
 
 
 def check_scheme(scheme: str, provider: str | None) -> None:
@@ -63,4 +67,6 @@ def build_verifier(
         return DocuRiftVerifier(secrets, clock=clock)
     if scheme == "docextract":
         return DocExtractVerifier(secrets)
+    if scheme == "sns":
+        raise ValueError("signature 'sns' is built from its source's topics: SnsVerifier")
     raise ValueError(f"unknown signature scheme {scheme!r}")

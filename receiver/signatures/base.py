@@ -34,6 +34,9 @@ class Verified:
 
     message_id: str
     timestamp: int | None = None
+    handled: str | None = None
+    """Set when the scheme answered a control message itself (an SNS subscription handshake):
+    the word the endpoint answers with; there is no event to ingest."""
 
 
 class Verifier(Protocol):
@@ -42,6 +45,14 @@ class Verifier(Protocol):
     def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
         """The delivery's message id (and send time) when it verifies; VerificationError else."""
         ...
+
+
+class AsyncVerifier:
+    """A scheme that reaches the network to verify (SNS fetches its signing certificate)."""
+
+    async def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
+        """As ``Verifier.verify``; RetryableError when what it needs cannot be fetched now."""
+        raise NotImplementedError
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from receiver.errors import ConfigError
@@ -11,7 +13,7 @@ from receiver.sim.shapes import SHAPES
 @click.command(short_help="Run a simulated provider API, for tests without an account.")
 @click.option(
     "--provider",
-    type=click.Choice(sorted(SHAPES)),
+    type=click.Choice(sorted([*SHAPES, "textract"])),
     default="reducto",
     show_default=True,
     help="Which provider's API to simulate.",
@@ -123,6 +125,32 @@ from receiver.sim.shapes import SHAPES
     type=click.FloatRange(0, min_open=True),
     help="Per-key budget (default: the provider's).",
 )
+@click.option("--topic-arn", help="textract: the SNS topic that --webhook-url is subscribed to.")
+@click.option("--region", default="us-east-1", show_default=True, help="textract: its region.")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("sim-textract"),
+    show_default=True,
+    help="textract: where the SNS CA bundle (ca.pem) is written for the receiver to trust.",
+)
+@click.option(
+    "--sns-port", type=int, default=9443, show_default=True, help="textract: SNS's https port."
+)
+@click.option(
+    "--blocks",
+    type=click.IntRange(1),
+    default=2500,
+    show_default=True,
+    help="textract: blocks in each analysed document (1,000 a page).",
+)
+@click.option(
+    "--throttle-every",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="textract: answer every Nth Get* with a ThrottlingException (0: never).",
+)
 def simulate(
     provider: str,
     host: str,
@@ -144,11 +172,34 @@ def simulate(
     result_bytes: int,
     url_ttl: float,
     requests_per_minute: float | None,
+    topic_arn: str | None,
+    region: str,
+    state_dir: Path,
+    sns_port: int,
+    blocks: int,
+    throttle_every: int,
 ) -> None:
     """Run a simulated provider API (job endpoints, rate limits, signed webhooks)."""
     from receiver.sim.serve import run
 
     try:
+        if provider == "textract":
+            from receiver.sim.textract import run_textract
+
+            run_textract(
+                host=host,
+                port=port,
+                sns_port=sns_port,
+                state_dir=state_dir,
+                region=region,
+                topic_arn=topic_arn,
+                sns_endpoint=webhook_url,
+                duration=duration / speed,
+                blocks=blocks,
+                throttle_every=throttle_every,
+                requests_per_second=(requests_per_minute or 600.0) / 60,
+            )
+            return
         run(
             provider=provider,
             host=host,
