@@ -52,6 +52,9 @@ class ResultRef:
     inline: Any = None
     url: str | None = None
     sha256: str | None = None
+    assemble: str | None = None
+    """A result the job API assembles from several calls (``JobAPI.write_result``): the
+    provider's name for it (Textract: the ``Get*`` API whose pages make it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,8 @@ def completion_phase(event: Event, resolve: bool) -> tuple[str, str | None]:
     ref = event.result
     result_ref = None
     if ref is not None:
-        result_ref = json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+        result_ref = json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256,
+                                 "assemble": ref.assemble})  # fmt: skip
     return ("resolving" if resolve else "ready"), result_ref
 
 
