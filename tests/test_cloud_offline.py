@@ -6,20 +6,26 @@ its budget and Retry-After, assembles the result and hands it to a ``file`` hand
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 from azure.ai.documentintelligence import DocumentIntelligenceClient
 from azure.core.credentials import AzureKeyCredential
+from google.cloud import documentai_v1 as documentai
+from google.cloud import storage
+from google.oauth2 import service_account
 
 from receiver.config.load import load_settings
 from receiver.files import safe_name
 from receiver.service.app import create_app
 from receiver.sim.azure import AzureDocIntelSim
+from receiver.sim.google import DocumentAISim
 from tests.adminsupport import AUTH, TOKEN
-from tests.support import live_server
+from tests.support import free_port, live_server
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -147,3 +153,73 @@ def _submit_or_429(sim_url: str) -> int:
         content=PDF,
     )
     return answer.status_code
+
+
+def _google_config(tmp_path: Path, sim_url: str, key: Path) -> Path:
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path / "data"}"\n'
+        f'[server]\nadmin_token = "{TOKEN}"\n'
+        f'[store]\nurl = "sqlite:///{tmp_path / "data" / "jobhook.db"}"\n'
+        f'[sources.g]\nprovider = "google-docai"\napi_base_url = "{sim_url}"\n'
+        f'[sources.g.gcp]\ncredentials = "file:{key}"\nstorage_url = "{sim_url}"\n'
+        "[sources.g.poll]\ninitial_delay = 0.2\nmax_delay = 1.0\n"
+        f'[[handlers]]\nname = "files"\ntype = "file"\ndir = "{tmp_path / "out"}"\n'
+    )
+    return config
+
+
+def _batch(sim: DocumentAISim, sim_url: str, *uris: str) -> str:
+    """What a pipeline does: upload, submit the batch with the SDK; the operation's name."""
+    storage.Client(project="sim-project").bucket("in").blob("a.pdf").upload_from_string(
+        PDF, content_type="application/pdf"
+    )
+    creds = service_account.Credentials.from_service_account_info(
+        sim.service_account_key(), scopes=["https://www.googleapis.com/auth/cloud-platform"]
+    )
+    client = documentai.DocumentProcessorServiceClient(
+        transport="rest", credentials=creds, client_options={"api_endpoint": sim_url}
+    )
+    gcs = [documentai.GcsDocument(gcs_uri=u, mime_type="application/pdf") for u in uris]
+    operation = client.batch_process_documents(request=documentai.BatchProcessRequest(
+        name="projects/sim-project/locations/us/processors/invoice-1",
+        input_documents={"gcs_documents": {"documents": gcs}},
+        document_output_config={"gcs_output_config": {"gcs_uri": "gs://out/results/"}},
+    ))  # fmt: skip
+    name: str = operation.operation.name
+    return name
+
+
+async def test_a_google_batch_is_polled_its_shards_assembled_and_a_failed_input_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()
+    sim_url = f"http://127.0.0.1:{port}"
+    sim = DocumentAISim(public_url=sim_url, duration=1.0)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", sim_url)
+    key = tmp_path / "docai-key.json"
+    key.write_text(json.dumps(sim.service_account_key()))
+    async with live_server(sim.app(), port=port):
+        name = await asyncio.to_thread(_batch, sim, sim_url, "gs://in/a.pdf", "gs://in/gone.pdf")
+        settings = load_settings(_google_config(tmp_path, sim_url, key), environ={})
+        async with (
+            live_server(create_app(settings)) as url,
+            httpx.AsyncClient(base_url=url, headers=AUTH) as admin,
+        ):
+            tracked = await admin.post("/jobs", json={"source": "g", "job_id": name})
+            job_id = tracked.json()["job"]["job_id"]
+            files = await _delivered(tmp_path / "out" / "g", [job_id])
+            detail = (await admin.get(f"/jobs/g/{job_id}")).json()["job"]
+    op_id = name.rsplit("/", 1)[1]
+    assert job_id == f"sim-project:us:{op_id}"
+    filed = files[job_id]
+    assert (filed["state"], filed["provider_status"]) == ("partial", "SUCCEEDED")
+    assert filed["error"].startswith("1 of 2 documents failed: gs://in/gone.pdf: NOT_FOUND")
+    assert detail["error_code"] == "NOT_FOUND"
+    assert detail["fields"] == {"supplier_name": 0.96, "invoice_id": 0.99, "total_amount": 0.68}
+    result = (tmp_path / "out" / "g" / f"{safe_name(job_id)}.result").read_bytes()
+    assert filed["result"]["sha256"] == hashlib.sha256(result).hexdigest()
+    documents = json.loads(result)["documents"]
+    assert [len(d["shards"]) for d in documents] == [1, 0]
+    assert documents[0]["shards"][0]["object"] == f"results/{op_id}/0/a-0.json"
+    assert sim.tokens  # jobhook's token came from the token endpoint, for its key

@@ -2,8 +2,9 @@
 JSON API subset its clients use.
 
 - ``POST /token``: the service-account JWT-bearer grant. The assertion must be signed (RS256) by
-  the key ``service_account_key()`` hands out, for that key's ``client_email`` and this
-  ``token_uri``, and unexpired; the answer is ``{access_token, expires_in, token_type}``.
+  the key ``service_account_key()`` hands out, for that key's ``client_email`` and Google's token
+  endpoint (google-auth's audience, whatever ``token_uri`` says), and unexpired; the answer is
+  ``{access_token, expires_in, token_type}``.
 - ``POST /v1/projects/{p}/locations/{l}/processors/{id}:batchProcess`` (bearer token): inputs
   ``gcsDocuments`` or ``gcsPrefix``, output ``documentOutputConfig.gcsOutputConfig.gcsUri``;
   answers the long-running ``Operation`` (``BatchProcessMetadata``, ``WAITING``). At most
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 METADATA = "type.googleapis.com/google.cloud.documentai.v1.BatchProcessMetadata"
 RESPONSE = "type.googleapis.com/google.cloud.documentai.v1.BatchProcessResponse"
 CLIENT_EMAIL = "jobhook-sim@sim-project.iam.gserviceaccount.com"
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
 ENTITIES = (("supplier_name", "Contoso Ltd.", 0.96), ("invoice_id", "INV-100", 0.99),
             ("total_amount", "1280.00", 0.68))  # fmt: skip
 """What every processor finds in a document (total_amount under the 0.80 alert)."""
@@ -104,6 +106,8 @@ class DocumentAISim:
     operations: dict[str, BatchOperation] = field(default_factory=dict)
     tokens: dict[str, float] = field(default_factory=dict)
     hits: list[Hit] = field(default_factory=list)
+    garbled: set[str] = field(default_factory=set)
+    """Objects whose downloads arrive with a byte changed (a transfer fault; md5 unchanged)."""
     _window: dict[str, collections.deque[float]] = field(
         default_factory=lambda: collections.defaultdict(collections.deque)
     )
@@ -147,7 +151,9 @@ class DocumentAISim:
         assertion = form.get("assertion", [""])[0]
         if grant != "urn:ietf:params:oauth:grant-type:jwt-bearer":
             return self._oauth_error(request, "unsupported_grant_type", "Invalid grant_type.")
-        claims = self._verified(assertion, f"{self.public_url}/token")
+        # google-auth addresses the assertion to Google's token endpoint, whatever token_uri
+        # it posts it to: that is the audience Google checks.
+        claims = self._verified(assertion, GOOGLE_TOKEN_AUDIENCE)
         if claims is None:
             return self._oauth_error(request, "invalid_grant", "Invalid JWT Signature.")
         token = "ya29.sim-" + secrets.token_urlsafe(24)
@@ -323,7 +329,8 @@ class DocumentAISim:
         if blob is None:
             return self._error(request, 404, "NOT_FOUND", f"No such object: {bucket}/{name}")
         headers = {"x-goog-hash": f"md5={blob.md5}", "x-goog-generation": str(blob.generation)}
-        return self._answer(request, Response(blob.data, media_type=blob.content_type,
+        data = blob.data.replace(b"1", b"7", 1) if name in self.garbled else blob.data
+        return self._answer(request, Response(data, media_type=blob.content_type,
                                               headers=headers))  # fmt: skip
 
     async def _upload(self, request: Request) -> Response:
