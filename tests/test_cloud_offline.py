@@ -223,3 +223,24 @@ async def test_a_google_batch_is_polled_its_shards_assembled_and_a_failed_input_
     assert [len(d["shards"]) for d in documents] == [1, 0]
     assert documents[0]["shards"][0]["object"] == f"results/{op_id}/0/a-0.json"
     assert sim.tokens  # jobhook's token came from the token endpoint, for its key
+
+
+async def test_an_azure_operation_past_its_retention_expires_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    sim = AzureDocIntelSim(api_key=AZ_KEY, duration=0.0, retention=0.0)
+    async with live_server(sim.app()) as sim_url:
+        result_id = await asyncio.to_thread(_submit, sim_url, PDF)
+        settings = load_settings(_azure_config(tmp_path, sim_url, 6000),
+                                 environ={"AZURE_DOCINTEL_KEY": AZ_KEY})  # fmt: skip
+        async with (
+            live_server(create_app(settings)) as url,
+            httpx.AsyncClient(base_url=url, headers=AUTH) as admin,
+        ):
+            await admin.post("/jobs", json={"source": "az", "job_id": result_id})
+            job_id = f"prebuilt-invoice:{result_id}"
+            waited = await admin.get(f"/jobs/az/{job_id}/wait", params={"timeout": 20})
+    job = waited.json()["job"]
+    assert job["state"] == "expired"
+    assert "not found (Document Intelligence keeps results 24 hours)" in job["error"]
+    assert [h.status for h in sim.polls_of(result_id)] == [404] * 5

@@ -91,10 +91,12 @@ def run_cloud(
 
     configure_logging()
     key = _resolve(api_key, "api key")
-    if key is None:
+    if key is None and provider == "azure-docintel":
         raise ConfigError("simulator: set --api-key or JOBHOOK_SIM_API_KEY (clients must send it)")
     url = f"http://{host}:{port}"
-    options = CloudOptions(key, duration, requests_per_minute, key_out=key_out, public_url=url)
+    options = CloudOptions(
+        key or "", duration, requests_per_minute, key_out=key_out, public_url=url
+    )
     app = build_cloud(provider, options)
     log.info("sim_serving", provider=provider, url=url)
     uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, server_header=False)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
 
 from receiver.config.load import load_settings
 from receiver.errors import ConfigError
+from receiver.providers import get_provider
 from receiver.providers.azure import AzureOptions
+from receiver.sim.google import DocumentAISim
 from tests.support import FIXTURES
 
 REPO = FIXTURES.parents[1]
@@ -73,4 +76,22 @@ def test_a_grace_period_that_is_set_is_kept(tmp_path: Path) -> None:
 )  # fmt: skip
 def test_a_bad_cloud_source_is_refused_saying_why(tmp_path: Path, text: str, says: str) -> None:
     with pytest.raises(ConfigError, match=says):
+        _load(tmp_path, text)
+
+
+def test_the_documented_google_source_loads_with_a_key_at_its_path(tmp_path: Path) -> None:
+    key = tmp_path / "docai-key.json"
+    key.write_text(json.dumps(DocumentAISim().service_account_key()))
+    text = _documented("## Google Document AI").replace("/etc/jobhook/docai-key.json", str(key))
+    source = _load(tmp_path, text).sources["docai"]  # type: ignore[attr-defined]
+    provider = get_provider(source.provider, table=source.table)
+    assert provider.default_api_base_url() == "https://eu-documentai.googleapis.com"
+    assert provider.job_id("8437264") == "my-project:eu:8437264"
+
+
+def test_a_google_key_that_is_no_service_account_key_is_refused(tmp_path: Path) -> None:
+    key = tmp_path / "key.json"
+    key.write_text('{"type": "authorized_user"}')
+    text = f'[sources.g]\nprovider = "google-docai"\n[sources.g.gcp]\ncredentials = "file:{key}"\n'
+    with pytest.raises(ConfigError, match="service_account"):
         _load(tmp_path, text)
