@@ -158,3 +158,19 @@ async def test_a_gone_operation_is_not_found_and_a_foreign_key_gets_no_token(
         foreign = _api(DocumentAISim(public_url=url), url, client)
         with pytest.raises(ProviderError, match="no access token"):
             await foreign.get_job("sim-project:us:404")
+
+
+async def test_without_a_key_the_environments_default_credentials_are_used(
+    served: tuple[DocumentAISim, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sim, url = served
+    key = tmp_path / "adc.json"
+    key.write_text(json.dumps(sim.service_account_key()))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+    provider = get_provider("google-docai", table=GcpOptions(storage_url=url))
+    async with httpx.AsyncClient() as client:
+        api = GoogleJobAPI(source="g", provider=provider, base_url=url, api_key=Secret(""),
+                           client=client, limiter=RateLimiter(6000.0, name="g"))  # fmt: skip
+        with pytest.raises(JobNotFoundError):
+            await api.get_job("sim-project:us:1")
+    assert len(sim.tokens) == 1
