@@ -10,15 +10,14 @@ the spec.
 
 A job's id is ``{project}:{location}:{operationId}`` (the name without its fixed words: one path
 segment of ``/jobs/{source}/{job_id}``). The result is assembled by ``write_result``: every shard
-listed under each document's output prefix (the GCS JSON API), its md5 checked against the
-listing, written into one JSON file, one shard in memory at a time.
+listed under each document's output prefix (the GCS JSON API), streamed into one JSON file with
+its md5 checked against the listing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import hashlib
 import json
 import re
@@ -27,10 +26,18 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 from urllib.parse import quote
 
 import anyio
-from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
+import httpx
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from receiver import jsontext
-from receiver.errors import ChecksumError, ConfigError, PayloadError, ProviderError
+from receiver.backoff import retry_after
+from receiver.errors import (
+    ChecksumError,
+    ConfigError,
+    PayloadError,
+    ProviderError,
+    ResultTooLargeError,
+)
 from receiver.files import atomic_open
 from receiver.models import State
 from receiver.providers.base import JobStatus, Provider, ResultRef
@@ -38,9 +45,9 @@ from receiver.providers.jobapi import JobAPI, JobNotFoundError
 from receiver.secret import Secret, resolve_secret
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
-    import httpx
     from google.auth.credentials import Credentials
     from pydantic import ValidationInfo
 
@@ -89,6 +96,8 @@ class GcpOptions(BaseModel):
     unless ``api_base_url`` says otherwise."""
     storage_url: str = "https://storage.googleapis.com"
     """The Cloud Storage JSON API the output shards are read from."""
+    max_result_bytes: int = Field(2 * 1024**3, gt=0)
+    """The assembled result's cap: past it the assembly stops (as ``results.max_bytes``)."""
 
     @field_validator("credentials")
     @classmethod
@@ -177,16 +186,21 @@ class GoogleJobAPI(JobAPI):
             raise ProviderError(f"{self.source}: answered invalid JSON") from exc
 
     async def write_result(self, job_id: str, ref: ResultRef, dest: Path) -> tuple[str, int]:
-        """Every document's shards, listed under its output prefix, into one JSON file."""
+        """Every document's shards, listed under its output prefix, into one JSON file; each
+        shard streamed in (never whole in memory), its md5 checked against the listing."""
         documents = ref.inline if isinstance(ref.inline, list) else []
         digest, size = hashlib.sha256(), 0
         with atomic_open(dest) as out:
 
             def write(data: bytes) -> None:
                 nonlocal size
+                size += len(data)
+                if size > self.options.max_result_bytes:
+                    raise ResultTooLargeError(
+                        f"{self.source}: the shards exceed {self.options.max_result_bytes} bytes"
+                    )
                 digest.update(data)
                 out.write(data)
-                size += len(data)
 
             write(b'{"operation":' + json.dumps(job_id).encode() + b',"documents":[')
             for index, document in enumerate(documents):
@@ -195,19 +209,20 @@ class GoogleJobAPI(JobAPI):
                 write(json.dumps(head)[:-1].encode() + b',"shards":[')
                 output = document.get("output")
                 if isinstance(output, str) and output and document.get("ok"):
-                    for n, (name, md5) in enumerate(await self._listing(job_id, output)):
-                        data = await self._download(job_id, output, name, md5)
-                        shard = {"object": name, "md5": md5, "bytes": len(data)}
+                    for n, (name, md5, length) in enumerate(await self._listing(job_id, output)):
+                        shard = {"object": name, "md5": md5, "bytes": length}
                         write((b"," if n else b"") + json.dumps(shard)[:-1].encode())
-                        write(b',"document":' + data + b"}")
+                        write(b',"document":')
+                        await self._stream(job_id, output, name, md5, write)
+                        write(b"}")
                 write(b"]}")
             write(b"]}")
         return digest.hexdigest(), size
 
-    async def _listing(self, job_id: str, output: str) -> list[tuple[str, str | None]]:
-        """The objects under ``output`` (``gs://bucket/prefix``): (name, base64 md5)."""
+    async def _listing(self, job_id: str, output: str) -> list[tuple[str, str | None, int | None]]:
+        """The JSON objects under ``output`` (``gs://bucket/prefix``): (name, md5, size)."""
         bucket, prefix = _gs(output)
-        found: list[tuple[str, str | None]] = []
+        found: list[tuple[str, str | None, int | None]] = []
         token: str | None = None
         for _ in range(1000):
             query = f"prefix={quote(prefix.rstrip('/') + '/', safe='')}"
@@ -221,26 +236,43 @@ class GoogleJobAPI(JobAPI):
             for item in items:
                 name = item.get("name") if isinstance(item, dict) else None
                 if isinstance(name, str) and name.endswith(".json"):
-                    md5 = item.get("md5Hash")
-                    found.append((name, md5 if isinstance(md5, str) else None))
+                    md5, length = item.get("md5Hash"), str(item.get("size", ""))
+                    found.append((name, md5 if isinstance(md5, str) else None,
+                                  int(length) if length.isdigit() else None))  # fmt: skip
             token = page.get("nextPageToken")
             if not isinstance(token, str) or not token:
                 break
         return sorted(found)
 
-    async def _download(self, job_id: str, output: str, name: str, md5: str | None) -> bytes:
+    async def _stream(
+        self, job_id: str, output: str, name: str, md5: str | None, write: Callable[[bytes], None]
+    ) -> None:
+        """One shard's bytes to ``write`` as they arrive (media download), within the budget."""
         bucket, _ = _gs(output)
         url = (f"{self.options.storage_url}/download/storage/v1/b/{quote(bucket, safe='')}/o/"
                f"{quote(name, safe='')}?alt=media")  # fmt: skip
         headers = await self._bearer()
-        response = await self._send("GET", url, job_id=job_id, urgent=True, headers=headers)
-        data = response.content
-        if md5 is not None and base64.b64encode(hashlib.md5(data).digest()).decode() != md5:  # noqa: S324 (GCS's own checksum)
+        await self.limiter.acquire(urgent=True)
+        check = hashlib.md5()  # noqa: S324 (Cloud Storage's own checksum)
+        try:
+            async with self._client.stream("GET", url, headers=headers) as response:
+                self._count(str(response.status_code))
+                self.limiter.observe(response.headers)
+                if response.status_code != 200:
+                    await response.aread()
+                    wait = retry_after(response.headers)
+                    if response.status_code == 429:
+                        self.limiter.defer(wait if wait is not None else self.limiter.interval * 2)
+                    raise ProviderError(f"{self.source}: shard {name} answered "
+                                        f"{response.status_code}", retry_after=wait)  # fmt: skip
+                async for chunk in response.aiter_bytes():
+                    check.update(chunk)
+                    write(chunk)
+        except httpx.TransportError as exc:
+            self._count("error")
+            raise ProviderError(f"{self.source}: shard {name}: {type(exc).__name__}") from exc
+        if md5 is not None and base64.b64encode(check.digest()).decode() != md5:
             raise ChecksumError(f"{self.source}: shard {name} does not match its md5")
-        with contextlib.suppress(ValueError):
-            json.loads(data)
-            return data
-        raise ProviderError(f"{self.source}: shard {name} is not JSON")
 
 
 class GoogleDocAI(Provider):
@@ -430,7 +462,6 @@ class _HttpxRequest:
         timeout: float | None = None,
         **kwargs: Any,
     ) -> _HttpxResponse:
-        import httpx
         from google.auth import exceptions
 
         try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from receiver.errors import ChecksumError, ProviderError
+from receiver.errors import ChecksumError, ProviderError, ResultTooLargeError
 from receiver.models import ResultRef, State
 from receiver.providers import get_provider
 from receiver.providers.google import GcpOptions, GoogleJobAPI
@@ -174,3 +174,21 @@ async def test_without_a_key_the_environments_default_credentials_are_used(
         with pytest.raises(JobNotFoundError):
             await api.get_job("sim-project:us:1")
     assert len(sim.tokens) == 1
+
+
+async def test_shards_past_the_result_cap_stop_the_assembly_and_leave_no_file(
+    served: tuple[DocumentAISim, str], tmp_path: Path
+) -> None:
+    sim, url = served
+    options = GcpOptions(credentials=Secret(json.dumps(sim.service_account_key())),
+                         storage_url=url, max_result_bytes=300)  # fmt: skip
+    async with httpx.AsyncClient() as client:
+        api = GoogleJobAPI(source="g", provider=get_provider("google-docai", table=options),
+                           base_url=url, api_key=Secret(""), client=client,
+                           limiter=RateLimiter(6000.0, name="g"))  # fmt: skip
+        job_id = await _finished(sim, api, "gs://in/a.pdf")
+        status = await api.get_job(job_id)
+        assert status.result is not None
+        with pytest.raises(ResultTooLargeError):
+            await api.write_result(job_id, status.result, tmp_path / "r.json")
+    assert list(tmp_path.iterdir()) == []
