@@ -192,3 +192,18 @@ async def test_shards_past_the_result_cap_stop_the_assembly_and_leave_no_file(
         with pytest.raises(ResultTooLargeError):
             await api.write_result(job_id, status.result, tmp_path / "r.json")
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_429_of_the_per_minute_quota_defers_the_budget_by_its_retry_after(
+    served: tuple[DocumentAISim, str],
+) -> None:
+    sim, url = served
+    sim.requests_per_minute = 1
+    async with httpx.AsyncClient() as client:
+        api = _api(sim, url, client)
+        job_id = await _finished(sim, api, "gs://in/a.pdf")
+        await api.get_job(job_id)
+        with pytest.raises(ProviderError) as caught:
+            await api.get_job(job_id)
+    assert caught.value.retry_after == 60.0
+    assert api.calls == {"200": 1, "429": 1}
