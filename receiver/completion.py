@@ -40,6 +40,11 @@ class Completion:
     error: str | None = None
     result: ResultInfo | None = None
     created_at: float = 0.0
+    error_code: str | None = None
+    """The provider's machine-readable error code, or jobhook's own (``result_expired``...)."""
+    fields: dict[str, float | None] = field(default_factory=dict)
+    """The result's extracted fields and their confidence (0..1, or None), as the store keeps
+    them (``GET /jobs/{source}/{job_id}`` shows the same)."""
 
     @property
     def message_id(self) -> str:
@@ -75,6 +80,8 @@ class Completion:
                 {"sha256": self.result.sha256, "bytes": self.result.bytes} if self.result else None
             ),
             "error": self.error,
+            "error_code": self.error_code,
+            "fields": self.fields,
         }
 
     def to_json(self) -> bytes:

@@ -67,16 +67,16 @@ async def _delivered(out: Path, job_ids: list[str]) -> dict[str, dict[str, Any]]
 
 
 async def test_azure_operations_are_polled_assembled_and_filed(tmp_path: Path) -> None:
-    sim = AzureDocIntelSim(api_key=AZ_KEY, duration=1.5, retry_after=0.6)
+    sim = AzureDocIntelSim(api_key=AZ_KEY, duration=2.0, retry_after=0.6)
     async with live_server(sim.app()) as sim_url:
-        good = await asyncio.to_thread(_submit, sim_url, PDF)
-        broken = await asyncio.to_thread(_submit, sim_url, PDF[:-7])  # truncated: fails later
         settings = load_settings(_azure_config(tmp_path, sim_url, 600),
                                  environ={"AZURE_DOCINTEL_KEY": AZ_KEY})  # fmt: skip
         async with (
             live_server(create_app(settings)) as url,
             httpx.AsyncClient(base_url=url, headers=AUTH) as admin,
         ):
+            good = await asyncio.to_thread(_submit, sim_url, PDF)
+            broken = await asyncio.to_thread(_submit, sim_url, PDF[:-7])  # truncated: fails
             # What users paste: the bare result id (the source names the model), or the URL.
             tracked = await admin.post("/jobs", json={"source": "az", "job_id": good})
             location = (f"{sim_url}/documentintelligence/documentModels/prebuilt-invoice/"
@@ -96,9 +96,13 @@ async def test_azure_operations_are_polled_assembled_and_filed(tmp_path: Path) -
     done, bad = files[ids[0]], files[ids[1]]
     assert (done["state"], done["provider_status"], done["error"]) == ("succeeded", "succeeded",
                                                                       None)  # fmt: skip
-    assert (bad["state"], bad["result"]) == ("failed", None)
+    assert (bad["state"], bad["result"], bad["error_code"]) == ("failed", None, "InvalidContent")
     assert bad["error"].startswith("InvalidRequest: Invalid request. (InvalidContent:")
     assert failed["job"]["error_code"] == "InvalidContent"
+    # The file handler's completion shows each field's confidence, as the job does.
+    assert done["fields"] == {
+        "VendorName": 0.952, "InvoiceId": 0.981, "InvoiceDate": 0.934, "InvoiceTotal": 0.713,
+    }  # fmt: skip
     result = json.loads((tmp_path / "out" / "az" / f"{safe_name(ids[0])}.result").read_text())
     assert result["modelId"] == "prebuilt-invoice"
     assert by_bare_id["job"]["job_id"] == ids[0]
@@ -215,7 +219,8 @@ async def test_a_google_batch_is_polled_its_shards_assembled_and_a_failed_input_
     filed = files[job_id]
     assert (filed["state"], filed["provider_status"]) == ("partial", "SUCCEEDED")
     assert filed["error"].startswith("1 of 2 documents failed: gs://in/gone.pdf: NOT_FOUND")
-    assert detail["error_code"] == "NOT_FOUND"
+    assert filed["error_code"] == detail["error_code"] == "NOT_FOUND"
+    assert filed["fields"] == {"supplier_name": 0.96, "invoice_id": 0.99, "total_amount": 0.68}
     assert detail["fields"] == {"supplier_name": 0.96, "invoice_id": 0.99, "total_amount": 0.68}
     result = (tmp_path / "out" / "g" / f"{safe_name(job_id)}.result").read_bytes()
     assert filed["result"]["sha256"] == hashlib.sha256(result).hexdigest()

@@ -39,8 +39,8 @@ log = structlog.get_logger(__name__)
 IDLE_RECHECK_SECONDS = 5.0
 
 
-def completion_of(row: CompletionRow) -> Completion:
-    """The completion handlers see, from the store's row."""
+def completion_of(row: CompletionRow, fields: dict[str, float | None] | None = None) -> Completion:
+    """The completion handlers see, from the store's row and the result's ``fields``."""
     result = None
     if row.result_path and row.result_sha256 is not None and row.result_bytes is not None:
         result = ResultInfo(Path(row.result_path), row.result_sha256, row.result_bytes)
@@ -54,6 +54,8 @@ def completion_of(row: CompletionRow) -> Completion:
         row.error,
         result,
         row.created_at,
+        row.error_code,
+        fields or {},
     )
 
 
@@ -220,6 +222,13 @@ class Dispatcher:
         bound.info("completion_resolved", bytes=resolution.result_bytes, error=resolution.error)
         self.wake()
 
+    async def _fields(self, row: CompletionRow) -> dict[str, float | None]:
+        """The fields of a result that has them (one read; none for a job without a result)."""
+        if row.result_path is None:
+            return {}
+        found = await self.store.fields_of([(row.source, row.job_id)])
+        return {f.field: f.confidence for f in found.get((row.source, row.job_id), [])}
+
     async def _deliver(self, dispatch: DispatchRow, row: CompletionRow) -> None:
         with tracing.span(f"jobhook.deliver {dispatch.handler}", parent=row.traceparent,
                           attributes={"jobhook.source": row.source, "jobhook.job.id": row.job_id,
@@ -257,7 +266,7 @@ class Dispatcher:
         if self._on_delivered is not None:
             self._on_delivered(dispatch.handler, "started", started - row.created_at)
         try:
-            await handler.handle(completion_of(row))
+            await handler.handle(completion_of(row, await self._fields(row)))
         except Exception as exc:  # a handler raising means "retry later"
             code, error = failures.handler_failure(exc)
             if dispatch.attempts >= policy.max_attempts:

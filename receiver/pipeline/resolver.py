@@ -20,6 +20,7 @@ from receiver.pipeline.confidence import job_confidence
 from receiver.pipeline.fields import extract_fields, lowest
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
+from receiver.store.records import result_ref_json
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -220,9 +221,7 @@ def ref_to_json(ref: ResultRef | None) -> str | None:
     """How a result reference is kept in the store until the completion is resolved."""
     if ref is None:
         return None
-    return json.dumps(
-        {"inline": ref.inline, "url": ref.url, "sha256": ref.sha256, "assemble": ref.assemble}
-    )
+    return result_ref_json(ref)
 
 
 def ref_from_json(text: str | None) -> ResultRef | None:

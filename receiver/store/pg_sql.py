@@ -83,7 +83,7 @@ ON CONFLICT (source, job_id) DO NOTHING RETURNING id
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
     phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent,
-    resolved_at, resolve_seconds"""
+    resolved_at, resolve_seconds, error_code"""
 _DISPATCH_COLUMNS = records.DISPATCH_COLUMNS
 
 # A CTE with FOR UPDATE is evaluated once; SKIP LOCKED passes over rows another replica is

@@ -50,6 +50,8 @@ class CompletionRow:
     resolved_at: float | None = None
     resolve_seconds: float | None = None
     """How long the attempt that resolved it took to confirm and fetch (None before)."""
+    error_code: str | None = None
+    """The provider's error code (or jobhook's own when the result could not be had)."""
 
 
 @dataclass(frozen=True, slots=True)

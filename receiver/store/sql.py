@@ -89,7 +89,7 @@ WHERE state = 'dead'
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
     phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent,
-    resolved_at, resolve_seconds"""
+    resolved_at, resolve_seconds, error_code"""
 SELECT_COMPLETION = f"SELECT {_COMPLETION_COLUMNS} FROM completions"  # noqa: S608
 
 SELECT_JOB = """
