@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -13,7 +14,7 @@ from starlette.responses import JSONResponse
 from receiver import jsontext
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
-from receiver.errors import RejectedError, UnknownSourceError
+from receiver.errors import PayloadError, RejectedError, UnknownSourceError
 from receiver.models import Event, State
 
 if TYPE_CHECKING:
@@ -114,6 +115,13 @@ async def list_jobs(request: Request) -> JSONResponse:
 async def show_job(request: Request) -> JSONResponse:
     source, job_id = request.path_params["source"], request.path_params["job_id"]
     detail = await jobviews.job_detail(store_of(request), source, job_id)
+    known = request.app.state.sources.get(source)
+    if detail is None and known is not None:
+        # What the pipeline has at hand (a bare operation id) names the job it registered.
+        with contextlib.suppress(ValueError):
+            normal = known.provider.job_id(job_id)
+            if normal != job_id:
+                detail = await jobviews.job_detail(store_of(request), source, normal)
     if detail is None:
         raise UnknownJobError("unknown_job", f"no job {job_id!r} of source {source!r}")
     return JSONResponse(detail)
@@ -123,9 +131,14 @@ async def track_job(request: Request) -> JSONResponse:
     body = await read_model(request, TrackRequest, optional=False)
     if body.source not in request.app.state.sources:
         raise UnknownSourceError("unknown_source", f"no source named {body.source!r}")
+    provider = request.app.state.sources[body.source].provider
+    try:
+        job_id = provider.job_id(body.job_id)
+    except ValueError as exc:
+        raise PayloadError("invalid_job_id", f"{provider.name}: {exc}") from None
     event = Event(
         source=body.source,
-        job_id=body.job_id,
+        job_id=job_id,
         state=State.QUEUED,
         provider_status="tracked",
         via="track",
@@ -133,8 +146,9 @@ async def track_job(request: Request) -> JSONResponse:
         expected_pages=body.pages,
     )
     await request.app.state.ingestor.ingest(event)
-    log.info("job_tracked", source=body.source, job_id=body.job_id)
-    detail = await jobviews.job_detail(store_of(request), body.source, body.job_id)
+    request.app.state.runtime.poller.wake()  # its first poll may be due at once
+    log.info("job_tracked", source=body.source, job_id=job_id)
+    detail = await jobviews.job_detail(store_of(request), body.source, job_id)
     assert detail is not None
     return JSONResponse({"status": "tracked", "job": detail["job"]})
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.providers import PROVIDERS
+from receiver.providers.azure import AzureOptions
+from receiver.providers.google import GcpOptions
 from receiver.providers.mapping import GenericSettings
 from receiver.providers.textract import AwsSettings
 from receiver.secret import Secret, resolve_secret
@@ -71,6 +73,29 @@ class SourceSettings(_Section):
     confidence_fields: tuple[str, ...] = ()
     """The fields the ``jobhook_field_confidence`` histogram names (others are ``other``);
     empty: the first ``METRIC_FIELDS`` distinct fields seen."""
+    azure: AzureOptions | None = None
+    """``provider = "azure-docintel"``: its API version and default model."""
+    gcp: GcpOptions | None = None
+    """``provider = "google-docai"``: service account, location, Cloud Storage."""
+
+    @property
+    def table(self) -> BaseModel | None:
+        """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
+        return self.aws or self.azure or self.gcp
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unannounced(cls, data: Any) -> Any:
+        # A provider that sends no webhook has nothing to wait for: its jobs are polled from
+        # the start unless grace_seconds says otherwise.
+        if not isinstance(data, dict) or data.get("provider") not in PROVIDERS:
+            return data
+        if PROVIDERS[data["provider"]].webhooks:
+            return data
+        poll = data.get("poll", {})
+        if isinstance(poll, dict) and "grace_seconds" not in poll:
+            data = {**data, "poll": {**poll, "grace_seconds": 0.0}}
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -79,11 +104,6 @@ class SourceSettings(_Section):
         if isinstance(data, dict) and data.get("provider") == "textract":
             data.setdefault("signature", "sns")
         return data
-
-    @property
-    def table(self) -> AwsSettings | None:
-        """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
-        return self.aws
 
     @field_validator("confidence_alert")
     @classmethod
@@ -147,6 +167,13 @@ class SourceSettings(_Section):
                     "topics under [sources.NAME.aws] topic_arns"
                 )
             return secrets
+        provider = PROVIDERS.get(info.data.get("provider", ""))
+        if provider is not None and not provider.webhooks:
+            if secrets:
+                raise ValueError(
+                    f"provider {provider.name!r} sends no webhooks: it needs no secrets"
+                )
+            return secrets
         if not secrets and not direct and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
                 "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
@@ -177,6 +204,17 @@ class SourceSettings(_Section):
             raise ValueError(f"an aws table is only for provider 'textract', not {self.provider!r}")
         if self.api_version is not None and self.provider != "knowhere":
             raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
+        if self.provider == "azure-docintel" and not (self.api_base_url and self.api_key):
+            raise ValueError(
+                "provider 'azure-docintel' needs api_base_url (the resource's endpoint, "
+                "https://NAME.cognitiveservices.azure.com) and api_key (its key)"
+            )
+        if self.provider == "google-docai" and self.api_key is not None:
+            raise ValueError("provider 'google-docai' signs with [sources.NAME.gcp] credentials "
+                             "(a service-account key), not an api_key")  # fmt: skip
+        for name in ("azure", "gcp"):
+            if getattr(self, name) is not None and name != PROVIDERS[self.provider].table_name:
+                raise ValueError(f"an {name} table is not for provider {self.provider!r}")
         if self.webhook_mode == "direct":
             check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
         elif self.direct_tokens:

@@ -57,7 +57,12 @@ class Poller:
         self.owner = owner or worker_id()
         self._clock = clock
         self._reconciled: dict[str, float] = {}
+        self._wakeup = asyncio.Event()
         self.leader = False
+
+    def wake(self) -> None:
+        """Look for due jobs now (a job was just registered), not at the next idle recheck."""
+        self._wakeup.set()
 
     async def run_once(self) -> int:
         """If this process leads, poll what is due now (a bounded batch per source)."""
@@ -81,7 +86,8 @@ class Poller:
                 polled = 0
             if polled:
                 continue
-            await wait_either(stop, asyncio.Event(), await self._idle_seconds())
+            await wait_either(stop, self._wakeup, await self._idle_seconds())
+            self._wakeup.clear()
 
     async def _idle_seconds(self) -> float:
         if not self.leader:
@@ -163,7 +169,7 @@ class Poller:
             log.info("job_completed_by_poll", source=job.source, job_id=job.job_id,
                      state=status.state.value)  # fmt: skip
         if not result.state.terminal:
-            await self._schedule(job, attempts, settings, None)
+            await self._schedule(job, attempts, settings, status.retry_after)
 
     async def _schedule(
         self, job: JobRow, attempts: int, settings: PollSettings, retry_after: float | None

@@ -10,6 +10,11 @@
   text names the field, the least of key and value confidence is its confidence), of each
   expense summary field (``ExpenseDocuments[].SummaryFields``) and of each lending field.
 - DocuRift: ``fields`` holds values, with no confidence; Knowhere's result is a ZIP (no fields).
+- Azure Document Intelligence: an ``analyzeResult`` whose ``documents[].fields`` map each name
+  to a field with its ``confidence`` and ``content`` (or a typed ``value*``).
+- Google Document AI: a ``Document`` whose ``entities[]`` have a ``type``, a ``confidence`` and
+  a ``mentionText``; jobhook's assembly of a batch keeps each output shard's Document under
+  ``documents[].shards[].document``. A name seen twice keeps its least confidence.
 - Any other JSON result: a top-level ``confidence`` map, and values under ``extracted_data``
   or ``fields``.
 
@@ -51,6 +56,11 @@ def extract_fields(result: Any) -> tuple[FieldValue, ...]:
         confidences[name] = min(number, confidences.get(name, number))
         if text is not None:
             values.setdefault(name, text[:MAX_VALUE])
+    for name, (typed, text) in _typed_fields(result).items():
+        if typed is not None:
+            confidences.setdefault(name, typed)
+        if text is not None:
+            values.setdefault(name, text)
     for key in VALUE_KEYS:
         found = result.get(key)
         if isinstance(found, dict):
@@ -107,6 +117,58 @@ def _blocks(result: dict[str, Any]) -> dict[str, float]:
                 name = block["type"][:MAX_NAME]
                 found[name] = min(number, found.get(name, number))
     return found
+
+
+def _typed_fields(result: dict[str, Any]) -> dict[str, tuple[float | None, str | None]]:
+    """Azure's ``documents[].fields`` and Google's ``entities[]``: (least confidence, value)."""
+    found: dict[str, tuple[float | None, str | None]] = {}
+
+    def add(name: Any, number: float | None, text: str | None) -> None:
+        if not isinstance(name, str) or not name or len(found) >= MAX_FIELDS:
+            return
+        name = name[:MAX_NAME]
+        old_number, old_text = found.get(name, (None, None))
+        if old_number is not None and (number is None or old_number < number):
+            number = old_number
+        found[name] = (number, old_text if old_text is not None else text)
+
+    documents = result.get("documents")
+    for document in documents if isinstance(documents, list) else ():
+        if not isinstance(document, dict):
+            continue
+        fields = document.get("fields")
+        if isinstance(fields, dict):
+            for name, field in fields.items():
+                if isinstance(field, dict):
+                    add(name, _number(field.get("confidence")), _azure_value(field))
+        shards = document.get("shards")
+        for shard in shards if isinstance(shards, list) else ():
+            inner = shard.get("document") if isinstance(shard, dict) else None
+            if isinstance(inner, dict):
+                for name, number, text in _entities(inner):
+                    add(name, number, text)
+    for name, number, text in _entities(result):
+        add(name, number, text)
+    return found
+
+
+def _entities(document: dict[str, Any]) -> list[tuple[Any, float | None, str | None]]:
+    entities = document.get("entities")
+    return [
+        (e.get("type"), _number(e.get("confidence")),
+         _text(e["mentionText"]) if isinstance(e.get("mentionText"), str) else None)
+        for e in (entities if isinstance(entities, list) else ())
+        if isinstance(e, dict)
+    ]  # fmt: skip
+
+
+def _azure_value(field: dict[str, Any]) -> str | None:
+    if isinstance(field.get("content"), str):
+        return _text(field["content"])
+    for key, value in field.items():
+        if key.startswith("value") and value is not None:
+            return _text(value)
+    return None
 
 
 def _block_confidence(block: dict[str, Any]) -> float | None:

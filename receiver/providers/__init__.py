@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from receiver.providers.azure import AzureDocIntel
 from receiver.providers.base import JobStatus, ListedJob, Provider, ResultRef
 from receiver.providers.docextract import DocExtract
 from receiver.providers.docurift import DocuRift
 from receiver.providers.generic import Generic
+from receiver.providers.google import GoogleDocAI
 from receiver.providers.knowhere import Knowhere
 from receiver.providers.mapping import GenericSettings
 from receiver.providers.reducto import Reducto
@@ -17,7 +19,17 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 PROVIDERS: dict[str, type[Provider]] = {
-    cls.name: cls for cls in (Reducto, DocuRift, Knowhere, DocExtract, Generic, Textract)
+    cls.name: cls
+    for cls in (
+        Reducto,
+        DocuRift,
+        Knowhere,
+        DocExtract,
+        Generic,
+        AzureDocIntel,
+        GoogleDocAI,
+        Textract,
+    )
 }
 
 __all__ = [

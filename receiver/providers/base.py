@@ -41,6 +41,9 @@ class JobStatus:
     error: str | None = None
     progress: Progress | None = None
     error_code: str | None = None
+    retry_after: float | None = None
+    """Seconds the provider asks to wait before this job is asked about again (Azure's
+    ``Retry-After`` on every status answer): the poller never asks sooner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +65,13 @@ class Provider:
     cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
     """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
     job_api_class: ClassVar[type[Any] | None] = None
-    """The provider's own ``JobAPI`` subclass (signed requests, results of several calls);
-    None: ``JobAPI``. Typed loosely: jobapi imports this module, and the import check refuses
-    a cycle even under TYPE_CHECKING."""
+    """The provider's own job API, a JobAPI subclass (signed requests, results of several
+    calls); None: JobAPI. Typed loosely because jobapi imports this module."""
+    table_name: ClassVar[str | None] = None
+    """The name of the source's sub-table this provider reads (``azure``, ``gcp``), if any."""
+    webhooks: ClassVar[bool] = True
+    """False for a provider that announces nothing (a long-running operation is polled): its
+    sources need no signing secret, and its jobs are polled from the start."""
 
     @classmethod
     def from_settings(
@@ -81,6 +88,11 @@ class Provider:
     def default_api_base_url(self) -> str | None:
         """Where the job API is when ``api_base_url`` is unset (a cloud's regional endpoint)."""
         return None
+
+    def job_id(self, given: str) -> str:
+        """The job id to keep for what a pipeline registers (an operation URL or name, made
+        route-safe); ValueError saying what is expected when it is not such an identity."""
+        return given
 
     def canonical(self, word: str, *, source: str, job_id: str) -> State:
         """Map a status word; an unknown word is kept, treated as queued and logged."""

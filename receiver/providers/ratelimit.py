@@ -29,6 +29,12 @@ DEFAULT_BUDGETS: dict[str, float] = {
     # Textract's Get* quotas are 5 to 10 transactions a second by region, shared by every
     # caller of the account: a fifth of the lowest, so jobhook never crowds the pipeline out.
     "textract": 60.0,
+    # Azure Document Intelligence S0: 15 requests a second per resource, polls included, shared
+    # with the pipeline's submissions: jobhook keeps to a third of it.
+    "azure-docintel": 300.0,
+    # Document AI: 1,800 requests a minute per project, shared with the pipeline's batchProcess
+    # calls and whatever else polls the operations: jobhook keeps to half of it.
+    "google-docai": 900.0,
 }
 GENERIC_BUDGET = 60.0
 """Any other provider's default budget, per minute."""

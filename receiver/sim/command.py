@@ -7,13 +7,14 @@ from pathlib import Path
 import click
 
 from receiver.errors import ConfigError
+from receiver.sim.clouds import CLOUDS
 from receiver.sim.shapes import SHAPES
 
 
 @click.command(short_help="Run a simulated provider API, for tests without an account.")
 @click.option(
     "--provider",
-    type=click.Choice(sorted([*SHAPES, "textract"])),
+    type=click.Choice(sorted([*SHAPES, *CLOUDS, "textract"])),
     default="reducto",
     show_default=True,
     help="Which provider's API to simulate.",
@@ -151,6 +152,11 @@ from receiver.sim.shapes import SHAPES
     show_default=True,
     help="textract: answer every Nth Get* with a ThrottlingException (0: never).",
 )
+@click.option(
+    "--key-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="google-docai: write the service-account key its token endpoint accepts here.",
+)
 def simulate(
     provider: str,
     host: str,
@@ -178,9 +184,10 @@ def simulate(
     sns_port: int,
     blocks: int,
     throttle_every: int,
+    key_out: Path | None,
 ) -> None:
     """Run a simulated provider API (job endpoints, rate limits, signed webhooks)."""
-    from receiver.sim.serve import run
+    from receiver.sim.serve import run, run_cloud
 
     try:
         if provider == "textract":
@@ -199,6 +206,10 @@ def simulate(
                 throttle_every=throttle_every,
                 requests_per_second=(requests_per_minute or 600.0) / 60,
             )
+            return
+        if provider in CLOUDS:
+            run_cloud(provider, host=host, port=port, api_key=api_key, duration=duration,
+                      requests_per_minute=requests_per_minute, key_out=key_out)  # fmt: skip
             return
         run(
             provider=provider,

@@ -314,3 +314,31 @@ async def test_knowhere_polls_speak_the_configured_api_version(
             await _wait_for_files(tmp_path / "out", "knowhere", [job_id], timeout=30)
     paths = {e.path for e in _api_entries(sim)}
     assert paths == {f"/{version}/jobs/{job_id}"}
+
+
+async def test_a_job_is_not_asked_again_before_its_answers_retry_after(tmp_path: Path) -> None:
+    import time
+
+    from receiver.providers import get_provider
+    from receiver.providers.azure import AzureJobAPI
+    from receiver.providers.ratelimit import RateLimiter
+    from receiver.secret import Secret
+    from receiver.sim.azure import AzureDocIntelSim, Operation
+
+    sim = AzureDocIntelSim(api_key=API_KEY, duration=10_000.0, retry_after=40)
+    async with live_server(sim.app()) as sim_url:
+        store, client, poller = await _poller_parts(tmp_path, sim_url)
+        poller.apis["reducto"] = AzureJobAPI(
+            source="reducto", provider=get_provider("azure-docintel"), base_url=sim_url,
+            api_key=Secret(API_KEY), client=client, limiter=RateLimiter(600))  # fmt: skip
+        try:
+            sim.operations["r1"] = Operation("r1", "prebuilt-read", "2024-11-30", sim.clock(),
+                                             "", 1, corrupt=False)  # fmt: skip
+            await _track_ingestor(poller.ingestor, "reducto", "prebuilt-read:r1")
+            await poller.poll_job(await store.get_job("reducto", "prebuilt-read:r1"))
+            # max_delay is far shorter than 40 s: only the answer's Retry-After holds it back.
+            assert await store.due_polls("reducto", time.time() + 39, 10) == []
+            assert len(await store.due_polls("reducto", time.time() + 41, 10)) == 1
+        finally:
+            await client.aclose()
+            await store.close()

@@ -67,6 +67,8 @@ def test_every_provider_of_the_design_is_registered() -> None:
         "docextract",
         "generic",
         "textract",
+        "azure-docintel",
+        "google-docai",
     }
 
 
