@@ -17,7 +17,7 @@ from receiver.config.problems import config_error, error_lines
 from receiver.config.settings import DEFAULT_CONFIG, ENV_PREFIX, Settings
 from receiver.errors import ConfigError
 
-__all__ = ["load_settings"]
+__all__ = ["load_settings", "read_toml"]
 
 
 def load_settings(path: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
@@ -34,6 +34,11 @@ def load_settings(path: Path | None = None, environ: dict[str, str] | None = Non
     except ValidationError as exc:
         where = f"config {path}" if path is not None else "configuration"
         raise config_error(where, error_lines(exc, Settings, env_names)) from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML file as read, before any check; ConfigError when it cannot be read or parsed."""
+    return _read_toml(path)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

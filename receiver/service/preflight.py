@@ -47,10 +47,12 @@ def preflight(
     environ: dict[str, str] | None = None,
     host: str | None = None,
     port: int | None = None,
+    check_port: bool = True,
 ) -> Checked:
     """Check everything ``serve`` needs; ConfigError lists every problem, one line each.
 
-    ``host`` and ``port`` are ``serve``'s ``--host`` and ``--port`` when given.
+    ``host`` and ``port`` are ``serve``'s ``--host`` and ``--port`` when given; a reload
+    (``check_port=False``) leaves out the port, which the running process holds.
     """
     settings = load_settings(config_path, environ)
     problems: list[str] = []
@@ -72,7 +74,8 @@ def preflight(
         problems.append(str(exc))
     problems.extend(store_problems(settings))
     problems.extend(directory_problems(settings))
-    problems.extend(port_problems(settings, host, port))
+    if check_port:
+        problems.extend(port_problems(settings, host, port))
     if problems:
         where = f"config {config_path}" if config_path is not None else "configuration"
         raise config_error(where, problems)
