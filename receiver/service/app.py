@@ -64,7 +64,12 @@ def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
 
 async def _rejected(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RejectedError)
-    return JSONResponse({"error": exc.reason, "detail": exc.detail}, status_code=exc.status_code)
+    # A body that never came: close the connection now, not after uvicorn's keep-alive
+    # timeout, which a client that sends headers and nothing more would hold it for too.
+    headers = {"Connection": "close"} if exc.status_code == 408 else None
+    return JSONResponse(
+        {"error": exc.reason, "detail": exc.detail}, status_code=exc.status_code, headers=headers
+    )
 
 
 async def _retryable(request: Request, exc: Exception) -> Response:

@@ -21,6 +21,7 @@ from tests.reliability.service import Service
 from tests.support import OLD_SECRET, SECRET, reducto_body, signed_headers
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 NEW_SECRET = SECRET
@@ -116,7 +117,7 @@ async def _jobs_status(url: str, token: str) -> int:
 
 @pytest.mark.timeout(90)
 async def test_sighup_after_editing_the_toml_rotates_secrets_and_token_under_load(
-    tmp_path: Path,
+    tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
     config = _config(tmp_path, [OLD_SECRET])
     service = Service(config, tmp_path / "serve.log")
@@ -163,6 +164,12 @@ async def test_sighup_after_editing_the_toml_rotates_secrets_and_token_under_loa
         service.close()
 
     statuses = {(secret == OLD_SECRET, code) for secret, code, _ in sender.answers}
+    old_count = sum(secret == OLD_SECRET for secret, _, _ in sender.answers)
+    report_figures(
+        f"{len(sender.answers)} webhooks from 4 concurrent senders across two SIGHUP reloads "
+        f"({old_count} signed with the old secret, {len(sender.answers) - old_count} with the "
+        f"new): {sum(code != 200 for _, code, _ in sender.answers)} refused"
+    )
     assert all(code == 200 for _, code, _ in sender.answers), statuses
     assert all(status == "accepted" for _, _, status in sender.answers)
     assert {secret for secret, _, _ in sender.answers} == {OLD_SECRET, NEW_SECRET}
