@@ -71,6 +71,10 @@ class Reloader:
                 self.refusals += 1
                 log.error("reload_refused", why=why, problems=str(exc).splitlines())
                 return False
+            except Exception as exc:  # a reload never takes the running service down
+                self.refusals += 1
+                log.error("reload_failed", why=why, error=f"{type(exc).__name__}: {exc}")
+                return False
             old, new = self.settings, checked.settings
             needs_restart = restart_needed(old, new)
             if needs_restart:
