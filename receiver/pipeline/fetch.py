@@ -118,6 +118,7 @@ class ResultFetcher:
         try:
             parsed = self.policy.check_url(url)
         except UnsafeURLError as exc:
+            self.failures[failures.fetch_code(exc)] += 1
             log.warning("result_url_refused", reason=str(exc))
             raise
         expected = expected_sha256.strip().lower() if expected_sha256 else None
