@@ -5,10 +5,15 @@ With a ``secret`` (a ``whsec_`` Standard Webhooks secret, literal, ``env:NAME`` 
 every retry and in the queue handlers' messages), ``webhook-timestamp`` and
 ``webhook-signature``, signed by svix, so the receiver can verify it with any Standard Webhooks
 library. 2xx is done; anything else raises.
+
+``timeout`` bounds each step (connect, each write, each read, waiting for a pooled connection);
+``deadline`` bounds the whole attempt, so a destination that trickles its answer a byte at a
+time, resetting every per-read timer, still gives up the dispatcher's slot in time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Mapping
@@ -64,6 +69,9 @@ class HttpOptions(HandlerOptions):
     secret: SecretText | None = None
     """A ``whsec_`` Standard Webhooks secret: requests are signed with it."""
     timeout: Seconds = 10.0
+    """Each step of an attempt: connect, write, read, wait for a pooled connection."""
+    deadline: Seconds = 30.0
+    """The whole attempt, from connecting to the last byte of the answer."""
     headers: Annotated[dict[str, Secret], BeforeValidator(_resolve_headers), SECRET_TABLE] = {}
     """Extra request headers; a value may be a secret (``env:NAME`` / ``file:PATH``)."""
 
@@ -105,6 +113,7 @@ class HttpHandler:
         checked = HttpOptions.parse(options)
         self.url = checked.url
         self.timeout = checked.timeout
+        self.deadline = checked.deadline
         self._webhook = Webhook(checked.secret.reveal()) if checked.secret is not None else None
         self._headers = checked.headers
         self._client: httpx.AsyncClient | None = None
@@ -152,9 +161,10 @@ class HttpHandler:
         with tracing.span("POST", kind="client", attributes=self._span_attributes) as span:
             headers.update(tracing.headers())  # traceparent/tracestate: the downstream joins in
             try:
-                async with self._client.stream(
-                    "POST", self.url, content=body, headers=headers
-                ) as r:
+                async with (
+                    asyncio.timeout(self.deadline) as deadline,
+                    self._client.stream("POST", self.url, content=body, headers=headers) as r,
+                ):
                     span.set("http.response.status_code", r.status_code)
                     if not r.is_success:
                         answered = f"POST {target} answered {r.status_code}"
@@ -164,6 +174,11 @@ class HttpHandler:
                             summary=answered,
                             retry_after=retry_after(r.headers),
                         )
+            except TimeoutError as exc:
+                if not deadline.expired():
+                    raise
+                late = f"POST {target} did not finish within its {self.deadline}s deadline"
+                raise DeliveryError(late, code="timeout", summary=late) from exc
             except httpx.TimeoutException as exc:
                 timed_out = f"POST {target} timed out after {self.timeout}s"
                 raise DeliveryError(timed_out, code="timeout", summary=timed_out) from exc

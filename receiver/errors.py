@@ -15,6 +15,7 @@
           └── FetchError             a result could not be downloaded
                ├── UnsafeURLError    a result URL is not allowed: never retried
                ├── ResultTooLargeError  the result exceeds ``results.max_bytes``: never retried
+               ├── ResultDiskFullError  ``results.dir`` has no space left: retried until it has
                └── ChecksumError     the result's sha256 is not the one the provider gave
 
 Third-party errors are translated once, where they enter (``raise ... from exc``).
@@ -107,6 +108,11 @@ class ResultTooLargeError(FetchError):
     """The result is larger than ``results.max_bytes``; the download is abandoned for good."""
 
     permanent = True
+
+
+class ResultDiskFullError(FetchError):
+    """``results.dir`` ran out of space (or quota) while writing a result: the partial file is
+    removed and the completion is resolved again later, however long the disk stays full."""
 
 
 class ChecksumError(FetchError):

@@ -14,6 +14,7 @@ import httpx
 
 from receiver.files import safe_name
 from receiver.service.app import create_app
+from receiver.service.reload import Reloader
 from receiver.sim.textract import TextractSim, running
 from tests.sim.helpers import wait_for
 from tests.support import free_port, live_server
@@ -62,7 +63,8 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
                       topic_arn=TOPIC)  # fmt: skip
     async with running(sim, tmp_path / "sim") as (api_url, sns_url):
         settings = textract_settings(tmp_path, api_url, sns_url)
-        async with live_server(create_app(settings), port=port) as url:
+        app = create_app(settings)
+        async with live_server(app, port=port) as url:
             sim.sns.subscribe()
             assert sim.sns.subscription is not None
             subscription = sim.sns.subscription
@@ -123,6 +125,12 @@ async def test_boto3_submission_reaches_the_file_handler_through_sns(
             # Notifications were confirmed with Get* (signed: the simulator checks SigV4).
             assert sim.calls["GetDocumentAnalysis"] >= 2 + 3 + 3
             assert len(sim.sns.delivered) == 4
+
+            # A reload (SIGHUP, a rotated file) keeps the SNS source able to fetch certificates.
+            reloader = Reloader(app, tmp_path / "jobhook.toml")
+            assert await reloader.reload("test")
+            after = await asyncio.to_thread(_submit, api_url, "later.pdf", "team-45")
+            await wait_for(lambda: _written(out, after) is not None, 20)
 
 
 async def test_without_sns_a_tracked_job_is_polled_and_a_forgotten_one_expires(

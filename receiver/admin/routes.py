@@ -46,7 +46,9 @@ def guarded(endpoint: Endpoint, token: Secret) -> Endpoint:
 
     @functools.wraps(endpoint)
     async def guard(request: Request) -> Response:
-        if not token_matches(request.headers.get("authorization"), token):
+        # A reload may have rotated the token: the app's current one, read once.
+        current: Secret = getattr(request.app.state, "admin_token", token)
+        if not token_matches(request.headers.get("authorization"), current):
             reason = "missing_token" if "authorization" not in request.headers else "wrong_token"
             log.warning("admin_unauthorized", path=request.url.path, reason=reason)
             return JSONResponse(

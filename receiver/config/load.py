@@ -18,7 +18,7 @@ from receiver.config.problems import config_error, error_lines
 from receiver.config.settings import DEFAULT_CONFIG, ENV_PREFIX, Settings
 from receiver.errors import ConfigError
 
-__all__ = ["RawConfig", "load_settings", "read_config"]
+__all__ = ["RawConfig", "load_settings", "read_config", "read_toml"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,11 @@ def load_settings(path: Path | None = None, environ: dict[str, str] | None = Non
     if settings is None:
         raise config_error(raw.where, problems)
     return settings
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML file as read, before any check; ConfigError when it cannot be read or parsed."""
+    return _read_toml(path)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

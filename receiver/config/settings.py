@@ -40,6 +40,8 @@ class ServerSettings(_Section):
     """A webhook body must arrive within this many seconds of its headers, else 408."""
     admin_token: SecretValue | None = None
     shutdown_grace_seconds: float = Field(10.0, ge=0)
+    reload_watch_seconds: float = Field(2.0, ge=0, le=3600)
+    """How often ``serve`` looks for a changed config file or ``file:`` secret; 0: never."""
 
 
 class StoreSettings(_Section):

@@ -49,6 +49,7 @@ class RuntimeCounts:
     rate_waits: Mapping[str, int] = field(default_factory=dict)  # by source
     rate_waited: Mapping[str, float] = field(default_factory=dict)  # seconds, by source
     bytes_fetched: int = 0
+    fetch_failures: Mapping[str, int] = field(default_factory=dict)  # by code
     events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (via, outcome)
     budgets: Mapping[str, float] = field(default_factory=dict)  # requests a minute, by source
     confirmations: Mapping[str, int] = field(default_factory=dict)  # waiting, by source
@@ -257,6 +258,12 @@ class _RuntimeCollector:
         fetched = CounterMetricFamily(
             "jobhook_result_bytes_fetched", "Bytes of results downloaded from result URLs."
         )
+        fetch_failed = CounterMetricFamily(
+            "jobhook_result_fetch_failures",
+            "Result downloads that failed, by code (disk_full, fetch_failed, result_expired...); "
+            "a retried completion counts each time.",
+            labels=["code"],
+        )
         events = CounterMetricFamily(
             "jobhook_events",
             "Events stored, by how they came (webhook, poll, track, list) and outcome "
@@ -272,9 +279,11 @@ class _RuntimeCollector:
             for name, seconds in sorted(counts.rate_waited.items()):
                 waited.add_metric([name], seconds)
             fetched.add_metric([], counts.bytes_fetched)
+            for code, count in sorted(counts.fetch_failures.items()):
+                fetch_failed.add_metric([code], count)
             for (via, outcome), count in sorted(counts.events.items()):
                 events.add_metric([via, outcome], count)
-        yield from (calls, waits, waited, fetched, events)
+        yield from (calls, waits, waited, fetched, fetch_failed, events)
         if counts is None:
             yield from budget_gauges({}, {}, {})
         else:

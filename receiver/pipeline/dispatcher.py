@@ -19,7 +19,7 @@ import structlog
 from receiver import tracing
 from receiver.backoff import backoff_delay
 from receiver.completion import Completion, ResultInfo
-from receiver.errors import JobhookError, RetryableError
+from receiver.errors import JobhookError, ResultDiskFullError, RetryableError
 from receiver.loops import wait_either, worker_id
 from receiver.pipeline import failures
 from receiver.pipeline.circuit import Circuits
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 IDLE_RECHECK_SECONDS = 5.0
+DISK_FULL_RECHECK_SECONDS = 30.0
+"""How often a completion waiting for space in ``results.dir`` tries again, at most."""
 
 
 def completion_of(row: CompletionRow, fields: dict[str, float | None] | None = None) -> Completion:
@@ -209,9 +211,13 @@ class Dispatcher:
             resolution = await self.resolver.resolve(row, ref_from_json(row.result_ref))
             resolution = replace(resolution, seconds=time.monotonic() - started)
         except Exception as exc:  # any failure of a step is retried, never lost
-            if row.attempts < self.max_resolve_attempts:
+            # A full results disk is jobhook's own trouble, not the job's: it never uses up the
+            # completion's attempts, and space coming back is noticed within half a minute.
+            disk_full = isinstance(exc, ResultDiskFullError)
+            if row.attempts < self.max_resolve_attempts or disk_full:
                 retry_after = exc.retry_after if isinstance(exc, RetryableError) else None
-                delay = max(backoff_delay(row.attempts, 2.0, 600.0), retry_after or 0.0)
+                ceiling = DISK_FULL_RECHECK_SECONDS if disk_full else 600.0
+                delay = max(backoff_delay(row.attempts, 2.0, ceiling), retry_after or 0.0)
                 bound.warning(
                     "resolve_retry", attempt=row.attempts, delay=round(delay, 2), error=str(exc)
                 )

@@ -5,7 +5,7 @@ A code is the provider's own where it sends one (``DOCUMENT_CORRUPT``), else job
     provider   provider_failed, provider_cancelled, provider_expired (the state, no code given),
                job_not_found, confirm_timeout (the job API never confirmed in time)
     fetch      result_expired, result_too_large, checksum_mismatch, unsafe_url, fetch_failed,
-               no_fetcher, resolve_failed
+               disk_full (retried, never final), no_fetcher, resolve_failed
     handler    http_5xx, http_4xx, http_3xx, connect_error, http_error, timeout,
                handler_exception, handler_missing
 
@@ -22,6 +22,7 @@ from receiver.errors import (
     DeliveryError,
     FetchError,
     ProviderError,
+    ResultDiskFullError,
     ResultTooLargeError,
     UnsafeURLError,
 )
@@ -56,6 +57,8 @@ def fetch_code(exc: FetchError) -> str:
         return "result_too_large"
     if isinstance(exc, ChecksumError):
         return "checksum_mismatch"
+    if isinstance(exc, ResultDiskFullError):
+        return "disk_full"
     return "result_expired" if exc.expired else "fetch_failed"
 
 

@@ -10,7 +10,9 @@ their query string, so logs name the host only and errors the URL without its qu
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import errno
 import os
 import random
 import tempfile
@@ -25,8 +27,15 @@ import structlog
 from receiver import tracing
 from receiver.backoff import seconds_from
 from receiver.completion import ResultInfo
-from receiver.errors import ChecksumError, FetchError, ResultTooLargeError, UnsafeURLError
+from receiver.errors import (
+    ChecksumError,
+    FetchError,
+    ResultDiskFullError,
+    ResultTooLargeError,
+    UnsafeURLError,
+)
 from receiver.pipeline import egress as outbound
+from receiver.pipeline import failures
 from receiver.pipeline.download import Exchange, Head, Interrupted, on_thread
 from receiver.pipeline.urlsafety import URLPolicy, describe_url
 
@@ -42,6 +51,7 @@ log = structlog.get_logger(__name__)
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 EXPIRED_STATUSES = frozenset({403, 404, 410})  # S3: 403 "Request has expired"
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class _Transient(Exception):
@@ -80,6 +90,8 @@ class ResultFetcher:
         self._closed = False
         self.bytes_fetched = 0
         """Bytes of every result downloaded in full (metric ``jobhook_result_bytes_fetched``)."""
+        self.failures: collections.Counter[str] = collections.Counter()
+        """Downloads given up, by code (metric ``jobhook_result_fetch_failures``)."""
 
     async def aclose(self) -> None:
         """Abort the downloads still running and start no more: each ends as a retryable
@@ -106,9 +118,19 @@ class ResultFetcher:
         try:
             parsed = self.policy.check_url(url)
         except UnsafeURLError as exc:
+            self.failures[failures.fetch_code(exc)] += 1
             log.warning("result_url_refused", reason=str(exc))
             raise
         expected = expected_sha256.strip().lower() if expected_sha256 else None
+        try:
+            return await self._fetch(parsed, dest, expected)
+        except FetchError as exc:
+            self.failures[failures.fetch_code(exc)] += 1
+            if isinstance(exc, ResultDiskFullError):
+                log.error("result_disk_full", dir=str(dest.parent), error=str(exc))
+            raise
+
+    async def _fetch(self, parsed: httpx.URL, dest: Path, expected: str | None) -> ResultInfo:
         started = time.monotonic()
         for attempt in range(1, self.settings.max_attempts + 1):
             try:
@@ -221,7 +243,7 @@ class ResultFetcher:
             dest.parent.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
         except OSError as exc:
-            raise FetchError(f"cannot write the result to {dest}: {exc.strerror}") from exc
+            raise _write_error(dest, exc) from exc
         tmp = Path(name)
         try:
             with os.fdopen(fd, "wb") as fh:
@@ -239,9 +261,17 @@ class ResultFetcher:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             if isinstance(exc, OSError):
-                raise FetchError(f"cannot write the result to {dest}: {exc.strerror}") from exc
+                raise _write_error(dest, exc) from exc
             raise
         return ResultInfo(dest, sha256, size)
+
+
+def _write_error(dest: Path, exc: OSError) -> FetchError:
+    """A failed write as a FetchError: ResultDiskFullError when the filesystem is full."""
+    message = f"cannot write the result to {dest}: {exc.strerror}"
+    if exc.errno in NO_SPACE:
+        return ResultDiskFullError(message)
+    return FetchError(message)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -59,6 +59,10 @@ class JobAPI:
     def __repr__(self) -> str:
         return f"JobAPI(source={self.source!r}, base_url={self._base!r})"
 
+    def use_key(self, api_key: Secret) -> None:
+        """A rotated API key: every request from now on sends it."""
+        self._api_key = api_key
+
     async def get_job(self, job_id: str, *, urgent: bool = False) -> JobStatus:
         """The job's current status and result reference; ProviderError when it can't be had.
 

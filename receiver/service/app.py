@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import TYPE_CHECKING, TypeAlias
+import signal
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import structlog
 from starlette.applications import Starlette
@@ -70,7 +71,12 @@ def build_sources(settings: Settings) -> dict[str, webhooks.Source]:
 
 async def _rejected(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, RejectedError)
-    return JSONResponse({"error": exc.reason, "detail": exc.detail}, status_code=exc.status_code)
+    # A body that never came: close the connection now, not after uvicorn's keep-alive
+    # timeout, which a client that sends headers and nothing more would hold it for too.
+    headers = {"Connection": "close"} if exc.status_code == 408 else None
+    return JSONResponse(
+        {"error": exc.reason, "detail": exc.detail}, status_code=exc.status_code, headers=headers
+    )
 
 
 async def _retryable(request: Request, exc: Exception) -> Response:
@@ -86,6 +92,17 @@ async def _retryable(request: Request, exc: Exception) -> Response:
 WEBHOOKS = "/webhooks/"
 
 
+class Reloading(Protocol):
+    """What the lifespan needs of ``receiver.service.reload.Reloader`` (which imports this)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    async def reload(self, why: str) -> bool: ...
+
+    async def watch(self, stop: asyncio.Event, every: float) -> None: ...
+
+
 class App(Starlette):
     """Starlette, but ``POST /webhooks/{source}`` goes straight to the webhook endpoint.
 
@@ -97,6 +114,8 @@ class App(Starlette):
     """
 
     webhook: webhooks.WebhookEndpoint | None = None
+    reloader: Reloading | None = None
+    """Set by ``serve``: SIGHUP and changed files reload secrets (receiver.service.reload)."""
     loop: asyncio.AbstractEventLoop | None = None
     """The loop the lifespan runs on, for ``stopping`` to reach from a signal handler."""
 
@@ -225,9 +244,11 @@ def create_app(
                 )
             else:
                 log.info("console_on", url=console_url(settings))
+            watching = _start_reloading(app)
             try:
                 yield
             finally:
+                await _stop_reloading(watching)
                 await runtime.stop()
                 log.info("stopped")
 
@@ -250,8 +271,39 @@ def create_app(
     app.state.sources = sources
     app.state.metrics = metrics
     if settings.server.admin_token is not None:
+        app.state.admin_token = settings.server.admin_token
         app.state.console_sessions = Sessions(settings.server.admin_token)
     return app
+
+
+def _start_reloading(app: Starlette) -> tuple[asyncio.Event, asyncio.Task[None]] | None:
+    """SIGHUP reloads (instead of ending the process), and a task watches the files."""
+    reloader = app.reloader if isinstance(app, App) else None
+    if reloader is None:
+        return None
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task[bool]] = set()
+
+    def hangup() -> None:
+        task = loop.create_task(reloader.reload("SIGHUP"))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
+        loop.add_signal_handler(signal.SIGHUP, hangup)
+    stop = asyncio.Event()
+    every = reloader.settings.server.reload_watch_seconds
+    return stop, loop.create_task(reloader.watch(stop, every), name="reload-watch")
+
+
+async def _stop_reloading(watching: tuple[asyncio.Event, asyncio.Task[None]] | None) -> None:
+    if watching is None:
+        return
+    stop, task = watching
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+    stop.set()
+    await task
 
 
 def console_url(settings: Settings) -> str:

@@ -51,10 +51,12 @@ def preflight(
     environ: dict[str, str] | None = None,
     host: str | None = None,
     port: int | None = None,
+    check_port: bool = True,
 ) -> Checked:
     """Check everything ``serve`` needs; ConfigError lists every problem, one line each.
 
-    ``host`` and ``port`` are ``serve``'s ``--host`` and ``--port`` when given.
+    ``host`` and ``port`` are ``serve``'s ``--host`` and ``--port`` when given; a reload
+    (``check_port=False``) leaves out the port, which the running process holds.
     """
     raw = read_config(config_path, environ)
     settings, problems = raw.validate()
@@ -80,7 +82,8 @@ def preflight(
         problems.append(str(exc))
     problems.extend(store_problems(settings))
     problems.extend(directory_problems(settings))
-    problems.extend(port_problems(settings, host, port))
+    if check_port:
+        problems.extend(port_problems(settings, host, port))
     if problems:
         raise config_error(raw.where, problems)
     return Checked(settings, sources, handlers)

@@ -243,6 +243,7 @@ class Runtime:
             confirmations={name: d.confirmations for name, d in drains.items()},
             drain_seconds={name: d.eta_seconds for name, d in drains.items()},
             bytes_fetched=fetcher.bytes_fetched if fetcher is not None else 0,
+            fetch_failures=dict(fetcher.failures) if fetcher is not None else {},
             events=dict(ingestor.counts) if ingestor is not None else {},
         )
 

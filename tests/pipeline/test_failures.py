@@ -9,6 +9,7 @@ from receiver.errors import (
     DeliveryError,
     FetchError,
     ProviderError,
+    ResultDiskFullError,
     ResultTooLargeError,
     UnsafeURLError,
 )
@@ -47,6 +48,7 @@ def test_any_other_handler_exception_is_handler_exception() -> None:
         (ChecksumError("sha"), "checksum_mismatch"),
         (FetchError("gone", expired=True), "result_expired"),
         (FetchError("reset"), "fetch_failed"),
+        (ResultDiskFullError("no space"), "disk_full"),
     ],
 )
 def test_each_fetch_failure_has_its_code(exc: FetchError, code: str) -> None:
