@@ -9,7 +9,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from receiver.config.base import SecretValue, _Section
 from receiver.config.direct import check_direct
-from receiver.providers import PROVIDERS
+from receiver.errors import ProviderLoadError
+from receiver.providers import provider_class
 from receiver.providers.mapping import GenericSettings
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, check_scheme
@@ -88,10 +89,11 @@ class SourceSettings(_Section):
     @field_validator("provider")
     @classmethod
     def _known_provider(cls, provider: str) -> str:
-        if provider not in PROVIDERS:
-            raise ValueError(
-                f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}"
-            )
+        # A built-in name, an entry point in jobhook.providers, or "package.module:attr".
+        try:
+            provider_class(provider)
+        except ProviderLoadError as exc:
+            raise ValueError(str(exc)) from None
         return provider
 
     @field_validator("signature")
