@@ -45,6 +45,8 @@ class PollSettings(_Section):
 
 class SourceSettings(_Section):
     provider: str
+    """A built-in provider's name, an entry point in ``jobhook.providers``, or
+    ``"package.module:attr"`` naming a ``Provider`` subclass (see Write a provider)."""
     signature: str = "svix"
     webhook_mode: Literal["svix", "direct"] = "svix"
     """Reducto only: ``direct`` takes its unsigned webhooks at ``/webhooks/NAME/TOKEN`` as hints

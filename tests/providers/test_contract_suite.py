@@ -36,6 +36,7 @@ DRIVERS: dict[str, Opener] = {
     "docextract": lambda: sim_driver("docextract", get_provider("docextract"),
                                      webhook_word="/data/status", webhook_metadata=NONE),
     "generic": lambda: sim_driver("knowhere", generic_for("knowhere"), webhook_metadata=NONE),
+    "generic-as-reducto": lambda: sim_driver("reducto", generic_for("reducto")),
 }  # fmt: skip
 
 
