@@ -254,11 +254,13 @@ class ProviderContract:
     ) -> None:
         job_id = await driver.job_in(State.SUCCEEDED, metadata=self.metadata)
         status = await api.get_job(job_id, urgent=True)
-        assert status.result is not None
-        data = await self.fetch_result(api, job_id, status.result, tmp_path / "result")
+        ref = status.result
+        assert ref is not None
+        assert ref.url is not None or ref.inline is not None, "the reference points at nothing"
+        data = await self.fetch_result(api, job_id, ref, tmp_path / "result")
         assert data, "the result is empty"
-        if status.result.sha256 is not None:
-            assert hashlib.sha256(data).hexdigest() == status.result.sha256
+        if ref.sha256 is not None:
+            assert hashlib.sha256(data).hexdigest() == ref.sha256
 
     async def test_an_unknown_job_is_job_not_found(self, api: JobAPI) -> None:
         with pytest.raises(JobNotFoundError):
