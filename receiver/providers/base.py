@@ -123,6 +123,11 @@ class Provider:
         """Where the job API is when ``api_base_url`` is unset (a cloud's regional endpoint)."""
         return None
 
+    def job_id(self, given: str) -> str:
+        """The job id to keep for what a pipeline registers (an operation URL or name, made
+        route-safe); ValueError saying what is expected when it is not such an identity."""
+        return given
+
     def canonical(self, word: str, *, source: str, job_id: str) -> State:
         """Map a status word; an unknown word is kept, treated as queued and logged."""
         state = self.status_words.get(word)
