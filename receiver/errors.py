@@ -2,7 +2,8 @@
 
     JobhookError
      ├── ConfigError                 fatal at startup: fix the configuration
-     │    └── HandlerLoadError       a configured handler cannot be imported or built
+     │    ├── HandlerLoadError       a configured handler cannot be imported or built
+     │    └── ProviderLoadError      a source's provider cannot be found or is no Provider
      ├── RejectedError               the request is refused with a 4xx and nothing is stored
      │    ├── VerificationError      the webhook's signature or headers did not verify (400/401)
      │    ├── PayloadError           the verified body is not what the provider sends (400)
@@ -34,6 +35,10 @@ class ConfigError(JobhookError):
 
 class HandlerLoadError(ConfigError):
     """A configured handler could not be imported or constructed."""
+
+
+class ProviderLoadError(ConfigError):
+    """A source's ``provider`` names no built-in, entry point or importable Provider subclass."""
 
 
 class RejectedError(JobhookError):

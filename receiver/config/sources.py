@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 
 from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
-from receiver.providers import PROVIDERS
+from receiver.errors import ProviderLoadError
+from receiver.providers import Provider, provider_class
 from receiver.providers.azure import AzureOptions
 from receiver.providers.google import GcpOptions
 from receiver.providers.mapping import GenericSettings
@@ -47,6 +48,8 @@ class PollSettings(_Section):
 
 class SourceSettings(_Section):
     provider: str
+    """A built-in provider's name, an entry point in ``jobhook.providers``, or
+    ``"package.module:attr"`` naming a ``Provider`` subclass (see Write a provider)."""
     signature: str = "svix"
     webhook_mode: Literal["svix", "direct"] = "svix"
     """Reducto only: ``direct`` takes its unsigned webhooks at ``/webhooks/NAME/TOKEN`` as hints
@@ -88,9 +91,8 @@ class SourceSettings(_Section):
     def _unannounced(cls, data: Any) -> Any:
         # A provider that sends no webhook has nothing to wait for: its jobs are polled from
         # the start unless grace_seconds says otherwise.
-        if not isinstance(data, dict) or data.get("provider") not in PROVIDERS:
-            return data
-        if PROVIDERS[data["provider"]].webhooks:
+        found = _found(data.get("provider")) if isinstance(data, dict) else None
+        if found is None or found.webhooks:
             return data
         poll = data.get("poll", {})
         if isinstance(poll, dict) and "grace_seconds" not in poll:
@@ -124,10 +126,11 @@ class SourceSettings(_Section):
     @field_validator("provider")
     @classmethod
     def _known_provider(cls, provider: str) -> str:
-        if provider not in PROVIDERS:
-            raise ValueError(
-                f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}"
-            )
+        # A built-in name, an entry point in jobhook.providers, or "package.module:attr".
+        try:
+            provider_class(provider)
+        except ProviderLoadError as exc:
+            raise ValueError(str(exc)) from None
         return provider
 
     @field_validator("signature")
@@ -167,7 +170,7 @@ class SourceSettings(_Section):
                     "topics under [sources.NAME.aws] topic_arns"
                 )
             return secrets
-        provider = PROVIDERS.get(info.data.get("provider", ""))
+        provider = _found(info.data.get("provider"))
         if provider is not None and not provider.webhooks:
             if secrets:
                 raise ValueError(
@@ -212,11 +215,22 @@ class SourceSettings(_Section):
         if self.provider == "google-docai" and self.api_key is not None:
             raise ValueError("provider 'google-docai' signs with [sources.NAME.gcp] credentials "
                              "(a service-account key), not an api_key")  # fmt: skip
+        table_name = provider_class(self.provider).table_name  # the field check found it
         for name in ("azure", "gcp"):
-            if getattr(self, name) is not None and name != PROVIDERS[self.provider].table_name:
+            if getattr(self, name) is not None and name != table_name:
                 raise ValueError(f"an {name} table is not for provider {self.provider!r}")
         if self.webhook_mode == "direct":
             check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
         elif self.direct_tokens:
             raise ValueError("direct_tokens need webhook_mode = 'direct'")
         return self
+
+
+def _found(name: object) -> type[Provider] | None:
+    """The provider class ``name`` loads, or None where the provider check says why not."""
+    if not isinstance(name, str):
+        return None
+    try:
+        return provider_class(name)
+    except ProviderLoadError:
+        return None

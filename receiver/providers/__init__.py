@@ -1,9 +1,18 @@
-"""Provider adapters, by the name used in ``sources.*.provider``."""
+"""Provider adapters, by the name used in ``sources.*.provider``: the built-ins and the loader.
+
+``provider`` is a built-in name (``PROVIDERS``), an entry point in the group
+``jobhook.providers``, or ``"package.module:attr"``; whichever it is must be a subclass of
+``Provider`` (the contract, in ``receiver.providers.base``). ``provider_class`` finds it with an
+exact error, as the handler loader does for ``[[handlers]]``.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
 
+from receiver.errors import ProviderLoadError
 from receiver.providers.azure import AzureDocIntel
 from receiver.providers.base import JobStatus, ListedJob, Provider, ResultRef
 from receiver.providers.docextract import DocExtract
@@ -18,6 +27,7 @@ from receiver.providers.textract import Textract
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+ENTRY_POINT_GROUP = "jobhook.providers"
 PROVIDERS: dict[str, type[Provider]] = {
     cls.name: cls
     for cls in (
@@ -31,8 +41,10 @@ PROVIDERS: dict[str, type[Provider]] = {
         Textract,
     )
 }
+"""The built-in providers, by name; third-party ones are found by ``provider_class``."""
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "PROVIDERS",
     "GenericSettings",
     "JobStatus",
@@ -40,7 +52,38 @@ __all__ = [
     "Provider",
     "ResultRef",
     "get_provider",
+    "provider_class",
 ]
+
+
+def provider_class(name: str) -> type[Provider]:
+    """The adapter class ``name`` selects; ProviderLoadError saying exactly why there is none."""
+    if name in PROVIDERS:
+        return PROVIDERS[name]
+    if ":" in name:
+        found = _import_from_string(name)
+    else:
+        points = entry_points(group=ENTRY_POINT_GROUP, name=name)
+        if not points:
+            raise ProviderLoadError(
+                f"unknown provider {name!r}: not built in ({', '.join(sorted(PROVIDERS))}), "
+                f"not an entry point in {ENTRY_POINT_GROUP!r}, not 'package.module:attr'"
+            )
+        point = next(iter(points))
+        try:
+            found = point.load()
+        except Exception as exc:
+            raise ProviderLoadError(
+                f"provider entry point {name!r} ({point.value}) failed to load: {_describe(exc)}"
+            ) from exc
+    if not isinstance(found, type) or not issubclass(found, Provider):
+        raise ProviderLoadError(
+            f"provider {name!r} is {_kind(found)}, not a subclass of "
+            "receiver.providers.base.Provider"
+        )
+    if not isinstance(getattr(found, "name", None), str) or not found.name:
+        raise ProviderLoadError(f"provider {name!r} ({found.__qualname__}) sets no name")
+    return found
 
 
 def get_provider(
@@ -54,6 +97,46 @@ def get_provider(
 
     ``api_version`` picks the API a provider with several speaks (Knowhere: ``v2`` or ``v1``).
     ``table`` is a cloud provider's own sub-table (``[sources.NAME.aws]``), parsed by its module.
-    KeyError when no such provider exists; ConfigError when ``generic`` has no table.
+    ProviderLoadError when no such provider exists; ConfigError when ``generic`` has no table.
     """
-    return PROVIDERS[name].from_settings(generic, api_version=api_version, table=table)
+    return provider_class(name).from_settings(generic, api_version=api_version, table=table)
+
+
+def _import_from_string(spec: str) -> Any:
+    """``"package.module:attr"`` (a dotted attr allowed), with the loader's exact errors."""
+    module_name, _, attrs = spec.partition(":")
+    if not module_name or not attrs:
+        raise ProviderLoadError(f'provider {spec!r} must be in the form "package.module:attr"')
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if exc.name is not None and not f"{module_name}.".startswith(f"{exc.name}."):
+            # the module exists, and one it imports does not
+            raise ProviderLoadError(f"provider {spec!r}: importing failed: {exc}") from exc
+        raise ProviderLoadError(
+            f"provider {spec!r}: module {module_name!r} not found; install the package that "
+            "provides it in jobhook's environment, or correct the name"
+        ) from exc
+    except Exception as exc:
+        raise ProviderLoadError(f"provider {spec!r}: importing failed: {_describe(exc)}") from exc
+    found: Any = module
+    for attr in attrs.split("."):
+        try:
+            found = getattr(found, attr)
+        except AttributeError:
+            raise ProviderLoadError(
+                f"provider {spec!r}: module {module_name!r} has no attribute {attrs!r}"
+            ) from None
+    return found
+
+
+def _kind(value: object) -> str:
+    return (
+        f"the class {value.__qualname__}"
+        if isinstance(value, type)
+        else f"a {type(value).__name__}"
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

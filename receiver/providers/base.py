@@ -1,4 +1,27 @@
-"""What a provider adapter knows: its webhook body, its status words, its job and list APIs."""
+"""The provider contract: what an adapter implements so jobhook can follow its jobs.
+
+This module is the public, typed API a provider — built in or third-party — is written
+against (docs/write-a-provider.md walks through one). An adapter is a subclass of ``Provider``
+found by the name a source's ``provider`` key gives (``receiver.providers.provider_class``):
+
+- ``name`` and ``status_words``: its status words and the canonical ``State`` of each; an
+  unknown word is kept beside ``queued`` (``canonical``), never an error.
+- ``parse_webhook``: a verified webhook (or callback) body to an ``Event``; ``PayloadError``
+  when the body names no job. Verification is not the adapter's: the source's ``signature``
+  picks a scheme of ``receiver.signatures`` (``svix`` is open to every provider).
+- ``auth_header``/``auth_scheme`` (or ``auth_headers``): how its API key is presented.
+- ``job_path`` and ``parse_job``: its job endpoint and its answer as a ``JobStatus`` (state,
+  the provider's word, result reference, error and its code, progress); ``ProviderError``
+  when the answer has no status. A finished job's result is a ``ResultRef``: ``inline`` JSON,
+  or a ``url`` (with its ``sha256`` when the provider states one) that jobhook streams to disk.
+- ``list_path``/``parse_list`` (optional): its job list, for reconciliation.
+- ``job_api_class`` (optional): a ``JobAPI`` subclass for APIs that sign each request or
+  answer in several calls; ``webhooks = False`` for a provider that only is polled.
+- ``retry_hint`` (optional): the wait an error body states when no ``Retry-After`` came.
+
+Every adapter passes the shared contract suite (``receiver.providers.contract_suite``) against
+a simulator of its provider.
+"""
 
 from __future__ import annotations
 
@@ -55,13 +78,24 @@ class Submission:
 
 
 class Provider:
-    """Base adapter: subclasses set the attributes and override the parsers."""
+    """Base adapter: subclasses set the attributes and override the parsers.
+
+    An adapter holds no connection and no secret: jobhook's ``JobAPI`` makes the requests
+    (within the source's rate budget, with 429/5xx/404 translated once) and hands the adapter
+    the JSON it got. Parsers never raise anything but ``PayloadError`` (a webhook) or
+    ``ProviderError`` (a job or list answer), whatever the body.
+    """
 
     name: ClassVar[str]
+    """The provider's name: what ``sources.NAME.provider`` says, in logs and metrics."""
     status_words: Mapping[str, State]
+    """Every status word the provider documents, webhook and job API alike, and its state."""
     webhook_has_result: bool = False
+    """True when a webhook carries the result itself; otherwise the job API is asked."""
     auth_header: str = "Authorization"
+    """The header that carries the API key."""
     auth_scheme: str = "Bearer "
+    """The text before the key in ``auth_header`` (``""`` for a bare key)."""
     cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
     """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
     job_api_class: ClassVar[type[Any] | None] = None
@@ -109,6 +143,7 @@ class Provider:
         raise NotImplementedError
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
+        """The headers that present ``api_key`` to the job API."""
         return {self.auth_header: f"{self.auth_scheme}{api_key}"}
 
     def job_path(self, job_id: str) -> str:

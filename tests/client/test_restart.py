@@ -12,6 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 
 from receiver.client import AsyncClient, Client
 from tests.adminsupport import TOKEN, deliver
@@ -32,6 +33,9 @@ async def _deliver(url: str, job_id: str) -> None:
     assert response.status_code == 200, response.text
 
 
+# A restart on a busy machine (CI beside other work) can take over 15 s: the clients' patience
+# must outlast it, or the test checks the machine's speed instead of the clients.
+@pytest.mark.timeout(180)
 async def test_wait_and_events_ride_out_a_kill_and_restart_of_the_service(tmp_path: Path) -> None:
     config, port = serve_config(tmp_path), free_port()
     url = f"http://127.0.0.1:{port}"
@@ -41,22 +45,22 @@ async def test_wait_and_events_ride_out_a_kill_and_restart_of_the_service(tmp_pa
 
     def wait_sync() -> JobDetail:
         with Client(url, TOKEN) as client:
-            return client.wait("reducto", "job-r", timeout=20, poll=10)
+            return client.wait("reducto", "job-r", timeout=90, poll=10)
 
     async def wait_async() -> JobDetail:
         async with AsyncClient(url, TOKEN) as client:
-            return await client.wait("reducto", "job-r", timeout=20, poll=10)
+            return await client.wait("reducto", "job-r", timeout=90, poll=10)
 
     def listen_sync() -> None:
         with Client(url, TOKEN) as client:
-            for completion in client.events(last_event_id=0, heartbeat=0.5, give_up_after=5):
+            for completion in client.events(last_event_id=0, heartbeat=0.5, give_up_after=60):
                 seen["sync"].append(completion)
                 if len(seen["sync"]) == len(EXPECTED):
                     return
 
     async def listen_async() -> None:
         async with AsyncClient(url, TOKEN) as client:
-            async for completion in client.events(last_event_id=0, heartbeat=0.5, give_up_after=5):
+            async for completion in client.events(last_event_id=0, heartbeat=0.5, give_up_after=60):
                 seen["async"].append(completion)
                 if len(seen["async"]) == len(EXPECTED):
                     return
