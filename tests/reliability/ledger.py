@@ -304,7 +304,8 @@ class PostgresProbe:
     def __init__(self, url: str) -> None:
         self.url = url
 
-    async def _fetch(self, query: str, *args: Any) -> list[Any]:
+    async def fetch(self, query: str, *args: Any) -> list[Any]:
+        """The rows of one statement, on a connection of its own."""
         import asyncpg  # type: ignore[import-untyped]  # the 'postgres' extra, as the store
 
         conn = await asyncpg.connect(self.url, timeout=10)
@@ -314,22 +315,22 @@ class PostgresProbe:
             await conn.close()
 
     async def dispatches_in(self, *states: str) -> int:
-        rows = await self._fetch(
+        rows = await self.fetch(
             "SELECT count(*) FROM dispatches WHERE state = ANY($1::text[])", list(states)
         )
         return int(rows[0][0])
 
     async def claimed_by(self, pid: int) -> int:
         owner = f"{socket.gethostname()}:{pid}:%"  # receiver.loops.worker_id()
-        rows = await self._fetch(
+        rows = await self.fetch(
             "SELECT count(*) FROM dispatches WHERE state = 'running' AND lease_owner LIKE $1",
             owner,
         )
         return int(rows[0][0])
 
     async def stored(self) -> tuple[set[str], dict[str, int]]:
-        messages = {r[0] for r in await self._fetch("SELECT message_id FROM deliveries")}
-        rows = await self._fetch("SELECT state, count(*) FROM dispatches GROUP BY state")
+        messages = {r[0] for r in await self.fetch("SELECT message_id FROM deliveries")}
+        rows = await self.fetch("SELECT state, count(*) FROM dispatches GROUP BY state")
         return messages, {str(r[0]): int(r[1]) for r in rows}
 
 

@@ -150,5 +150,5 @@ def clusters() -> Iterator[Clusters]:
         for cluster in made.made:
             if cluster.running():
                 cluster._pg("pg_ctl", "-D", str(cluster.data), "-m", "immediate", "stop",
-                            check=False)  # fmt: skip
+                            check=False)  # fmt: skip  # best effort: the files go anyway
         shutil.rmtree(root, ignore_errors=True)

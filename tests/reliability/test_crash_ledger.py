@@ -62,12 +62,12 @@ async def test_sigkill_at_random_moments_loses_no_acknowledged_webhook(
 
 @pytest.mark.reliability
 @pytest.mark.postgres
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(600)
 async def test_sigkilled_postgres_replicas_lose_no_acknowledged_webhook(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
     async with postgres_database() as store:
-        await _check_ledger(tmp_path, REPLICAS_SHORT, report_figures, seconds=140, store=store)
+        await _check_ledger(tmp_path, REPLICAS_SHORT, report_figures, seconds=580, store=store)
 
 
 @pytest.mark.reliability

@@ -91,7 +91,7 @@ async def _drain(downstream: Downstream, sender: Sender, probe: PostgresProbe) -
 
 
 async def _poller_lease(probe: PostgresProbe) -> float:
-    rows = await probe._fetch("SELECT until FROM leases WHERE name = 'poller'")
+    rows = await probe.fetch("SELECT until FROM leases WHERE name = 'poller'")
     return float(rows[0][0]) if rows else 0.0
 
 
@@ -177,8 +177,8 @@ async def _failover(
         await asyncio.to_thread(standby.start)
         primary_probe = PostgresProbe(primary.url())
         if synchronous:
-            await primary_probe._fetch("ALTER SYSTEM SET synchronous_standby_names = '*'")
-            await primary_probe._fetch("SELECT pg_reload_conf()")
+            await primary_probe.fetch("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            await primary_probe.fetch("SELECT pg_reload_conf()")
         url = (
             f"postgresql://postgres@127.0.0.1:{primary.port},127.0.0.1:{standby.port}/postgres"
             "?target_session_attrs=read-write"
@@ -196,7 +196,7 @@ async def _failover(
                 sending = asyncio.create_task(sender.run(stop, give_up_after=60.0))
                 await asyncio.sleep(2.0)
                 if cut_replication:
-                    (paused,) = [r[0] for r in await primary_probe._fetch(WALSENDERS)]
+                    (paused,) = [r[0] for r in await primary_probe.fetch(WALSENDERS)]
                     os.kill(paused, signal.SIGSTOP)
                     await asyncio.sleep(1.5)
                     # What it holds is never sent: it dies (the primary crash-restarts, and
