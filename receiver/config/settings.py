@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qs
 
 from pydantic import (
     ConfigDict,
@@ -46,13 +47,49 @@ class ServerSettings(_Section):
 
 class StoreSettings(_Section):
     url: str = ""
+    require_synchronous_replication: bool = False
+    """Refuse to start on PostgreSQL unless commits wait for a synchronous standby."""
 
     @field_validator("url")
     @classmethod
     def _known_scheme(cls, url: str) -> str:
         if url and not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError("must start with sqlite:/// or postgresql://")
+        if url.startswith(("postgresql://", "postgres://")):
+            check_postgres_hosts(url)
         return url
+
+
+_PG_SESSION_ATTRS = ("any", "primary", "standby", "prefer-standby", "read-write", "read-only")
+_PG_HOST = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\[\]:/]*)(?::(\d{1,5}))?$")
+
+
+def check_postgres_hosts(url: str) -> None:
+    """A PostgreSQL URL's host list (``host:p1,host:p2``) and ``target_session_attrs`` as
+    asyncpg reads them; errors never repeat the URL (it may hold a password)."""
+    netloc, _, rest = url.split("://", 1)[1].partition("/")
+    hosts = netloc.rpartition("@")[2]
+    # One host's form is checked with the rest of the URL before start (preflight).
+    for host in hosts.split(",") if "," in hosts else ():
+        match = _PG_HOST.match(host)
+        if match is None or (match[2] is not None and not 0 < int(match[2]) < 65536):
+            raise ValueError(
+                "a host in the PostgreSQL URL is not host, host:port or [ipv6]:port "
+                "(several hosts: postgresql://user@host1:5432,host2:5432/db)"
+            )
+    query = parse_qs(rest.partition("?")[2])
+    attrs = query.get("target_session_attrs", ["any"])[-1]
+    if attrs not in _PG_SESSION_ATTRS:
+        raise ValueError(f"target_session_attrs must be one of {', '.join(_PG_SESSION_ATTRS)}")
+    if attrs in ("standby", "prefer-standby", "read-only"):
+        raise ValueError(
+            "jobhook writes to its store: target_session_attrs must be read-write (or primary)"
+        )
+    if "," in hosts and attrs not in ("read-write", "primary"):
+        raise ValueError(
+            "a PostgreSQL URL with several hosts needs ?target_session_attrs=read-write, or "
+            "after a failover jobhook may connect to a standby that cannot take writes"
+        )
 
 
 class ResultsSettings(_Section):

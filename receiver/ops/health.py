@@ -1,6 +1,6 @@
 """Open probes: ``/healthz`` says the process is alive, ``/readyz`` that the store answers
-(and, in detail, whether each source's confirmations drain in time at its rate budget, and each
-handler's circuit)."""
+(and, in detail, how durable its commits are beyond the server, whether each source's
+confirmations drain in time at its rate budget, and each handler's circuit)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ async def readyz(request: Request) -> JSONResponse:
     except StoreUnavailableError as exc:
         return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
     body: dict[str, object] = {"status": "ready"}
+    try:
+        durability = await request.app.state.store.durability()
+    except StoreUnavailableError:
+        durability = None
+    if durability is not None:
+        # Ready all the same: whether a failover may lose acknowledged commits is the
+        # database's configuration, not this replica's state.
+        body["store"] = {"durability": durability}
     runtime = getattr(request.app.state, "runtime", None)
     drain = getattr(runtime, "drain", None)
     if drain is not None and drain.status:

@@ -129,6 +129,8 @@ def store_problems(settings: Settings) -> list[str]:
         problem = writable_dir_problem(path.parent)
         return [f"{key}: the database's directory {problem}"] if problem else []
     parts = urlsplit(url)
+    if "," in parts.netloc:  # several hosts (failover): the settings checked each one
+        return []
     try:
         parts.port  # noqa: B018 - a bad port raises here
     except ValueError:

@@ -65,7 +65,14 @@ class Runtime:
     ) -> None:
         self.settings = settings
         self.handlers = handlers
-        self.store = store if store is not None else open_store(settings.store.url)
+        self.store = (
+            store
+            if store is not None
+            else open_store(
+                settings.store.url,
+                require_synchronous_replication=settings.store.require_synchronous_replication,
+            )
+        )
         self._stack = contextlib.AsyncExitStack()
         self._stop = asyncio.Event()
         self.apis: dict[str, JobAPI] = {}

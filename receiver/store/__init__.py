@@ -12,8 +12,9 @@ from receiver.store.rows import CompletionRow, DispatchRow, JobRow, Resolution
 __all__ = ["CompletionRow", "DispatchRow", "JobRow", "Resolution", "Store", "open_store"]
 
 
-def open_store(url: str) -> Store:
-    """Build (not yet open) the store that ``url`` names."""
+def open_store(url: str, *, require_synchronous_replication: bool = False) -> Store:
+    """Build (not yet open) the store that ``url`` names; PostgreSQL refuses to open without
+    a synchronous standby when ``require_synchronous_replication``."""
     if url.startswith("sqlite:///"):
         from receiver.store.sqlite import SQLiteStore
 
@@ -26,6 +27,8 @@ def open_store(url: str) -> Store:
                 "store.url is PostgreSQL but the 'postgres' extra is not installed "
                 "(uv sync --extra postgres)"
             ) from exc
-        store: Store = module.PostgresStore(url)
+        store: Store = module.PostgresStore(
+            url, require_synchronous_replication=require_synchronous_replication
+        )
         return store
     raise ConfigError("store.url must start with sqlite:/// or postgresql://")

@@ -53,6 +53,11 @@ class Store(ReprocessContract, abc.ABC):
     async def ping(self) -> None:
         """Raise StoreUnavailableError unless the store answers a trivial query."""
 
+    async def durability(self) -> dict[str, object] | None:
+        """How durable a commit is beyond this server (replication), or None where the
+        backend has nothing to add (SQLite: the file is the store)."""
+        return None
+
     @abc.abstractmethod
     async def ingest(
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True

@@ -113,6 +113,9 @@ class PgPool:
             raise StoreUnavailableError(
                 f"cannot open PostgreSQL store {redact(self._url)}: {_describe(exc)}"
             ) from exc
+        except BaseException:  # setup refused the server (ConfigError): no pool left open
+            await self.close()
+            raise
 
     async def close(self) -> None:
         """Close every connection; ones still busy after the timeout are cut."""

@@ -9,9 +9,10 @@ use ``FOR UPDATE SKIP LOCKED`` so two replicas never lease the same work.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
-from receiver.store import pg_sql, queries, records, sql
+from receiver.store import pg_durability, pg_sql, queries, records, sql
 from receiver.store.base import Store
 from receiver.store.bulk import PostgresBulk
 from receiver.store.circuit_stores import PostgresCircuits, pg_probes
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.pg_durability import Durability
     from receiver.store.pg_pool import Conn
     from receiver.store.rows import (
         Backlog,
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     )
 
 _n = pg_sql.numbered
+DURABILITY_RECHECK_SECONDS = 30.0
 
 
 class PostgresStore(
@@ -48,9 +51,18 @@ class PostgresStore(
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 10.0
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 10.0,
+        require_synchronous_replication: bool = False,
     ) -> None:
         self._db = PgPool(url, min_size=min_size, max_size=max_size, timeout=timeout)
+        self._require_sync = require_synchronous_replication
+        self._durability: Durability | None = None
+        self._durability_at = 0.0
         self.batching = PgGroupCommit(self._db, in_flight=min(IN_FLIGHT, max_size))
         """Ingests are stored a batch at a time (``receiver.store.pg_batch``)."""
 
@@ -58,8 +70,23 @@ class PostgresStore(
         return f"PostgresStore({self._db.display_url!r})"
 
     async def open(self) -> None:
-        await self._db.open(migrate)
+        await self._db.open(self._setup)
         self.batching.start()
+
+    async def _setup(self, conn: Conn) -> None:
+        await migrate(conn)
+        self._durability = await pg_durability.read(conn)
+        self._durability_at = time.monotonic()
+        pg_durability.report(self._durability, require_synchronous=self._require_sync)
+
+    async def durability(self) -> dict[str, object] | None:
+        # Read again now and then: after a failover the server and its standbys have changed.
+        if time.monotonic() - self._durability_at > DURABILITY_RECHECK_SECONDS:
+            found = await self._db.transaction(pg_durability.read)
+            if found != self._durability:
+                pg_durability.report(found, require_synchronous=False)
+            self._durability, self._durability_at = found, time.monotonic()
+        return None if self._durability is None else self._durability.as_json()
 
     async def close(self) -> None:
         await self.batching.stop()

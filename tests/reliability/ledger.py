@@ -1,14 +1,16 @@
-"""The crash ledger: signed webhooks at a steady rate into a real service that is SIGKILLed again
+"""The crash ledger: signed webhooks at a steady rate into real services that are SIGKILLed again
 and again, and a ledger of what was acknowledged against what the handlers received.
 
-    sender ──POST /webhooks/reducto (retried like Svix until a 2xx)──▶ service process
-                                                                     (SQLite, 2 http handlers)
-    killer ──SIGKILL at a random moment, restart── N times                │
+    sender ──POST /webhooks/reducto (retried like Svix until a 2xx)──▶ service process(es)
+           (round-robin over the replicas)                    (SQLite, or PostgreSQL shared
+                                                               by replicas; 2 http handlers)
+    killer ──SIGKILL one at a random moment, restart── N times           │
     downstream (in this process) ◀──POST /alpha, /beta──────────────────────┘
 
 A webhook counts as acknowledged once any attempt got a 2xx. At the end every acknowledged job
 must have reached every handler at least once; handler calls beyond the first are duplicates,
-and only dispatches that were claimed (``running``) when a kill landed may be delivered twice.
+and only dispatches that the killed process had claimed (``running``) when a kill landed may be
+delivered twice.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import collections
 import contextlib
 import json
 import random
+import socket
 import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -30,6 +33,7 @@ from tests.reliability.service import Service
 from tests.support import SECRET, reducto_body, signed_headers
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
 HANDLERS = ("alpha", "beta")
@@ -56,6 +60,8 @@ class Plan:
     drain_timeout: float = 120.0
     seed: int = 1
     log_level: str = "info"
+    replicas: int = 1
+    """Services sharing the store (more than one needs PostgreSQL); each kill picks one."""
 
 
 @dataclass(slots=True)
@@ -79,6 +85,8 @@ class Figures:
     duplicates: int = 0
     lost: int = 0
     slowest_restart: float = 0.0
+    stored: tuple[set[str], dict[str, int]] = (set(), {})
+    """What the store held at the end: message ids, dispatches by state."""
 
     @property
     def rate(self) -> float:
@@ -146,8 +154,9 @@ class Downstream:
 class Sender:
     """Creates webhooks at ``rate`` and retries each (new timestamp and signature) until a 2xx."""
 
-    def __init__(self, service: Service, plan: Plan, rng: random.Random) -> None:
-        self.service = service
+    def __init__(self, services: Sequence[Service], plan: Plan, rng: random.Random) -> None:
+        self.services = services
+        """Each attempt goes to the next one, like a round-robin load balancer."""
         self.plan = plan
         self.rng = rng
         self.created = 0
@@ -158,6 +167,12 @@ class Sender:
         self.refused: set[str] = set()
         self.give_up_at: float | None = None
         """Set when sending stops: open webhooks are retried until then, like Svix's schedule."""
+        self.acked_at: dict[str, float] = {}
+        """When (monotonic) each acknowledged webhook got its 2xx."""
+        self.answers: list[tuple[float, int]] = []
+        """(monotonic time, status) of every answer, when ``record_answers``."""
+        self.record_answers = False
+        self._turn = 0
         # At most one request per pooled connection at a time: with hundreds of webhooks queued
         # inside httpcore's pool every assignment scans them all, and after a kill the retries
         # kept this loop busy with that scan instead of sending (seen on a loaded 2-core
@@ -198,8 +213,10 @@ class Sender:
             self.attempts += 1
             try:
                 async with self._sending:
+                    self._turn += 1
+                    service = self.services[self._turn % len(self.services)]
                     response = await client.post(
-                        f"{self.service.url}/webhooks/reducto",
+                        f"{service.url}/webhooks/reducto",
                         content=body,
                         headers=signed_headers(body, msg_id=msg_id),
                     )
@@ -207,8 +224,11 @@ class Sender:
                 self.transport_errors += 1
             else:
                 self.statuses[response.status_code] += 1
+                if self.record_answers:
+                    self.answers.append((time.monotonic(), response.status_code))
                 if response.is_success:
                     self.acked.add(job_id)
+                    self.acked_at[job_id] = time.monotonic()
                     return
                 if response.status_code < 500:
                     self.refused.add(job_id)
@@ -219,8 +239,13 @@ class Sender:
             await asyncio.sleep(min(0.25 * 2**attempt, 4.0) * self.rng.uniform(0.5, 1.0))
 
 
-def write_config(tmp_path: Path, target: str, plan: Plan) -> Path:
+def write_config(
+    tmp_path: Path, target: str, plan: Plan, store: str | None = None, extra: str = ""
+) -> Path:
+    """One configuration for every replica: ``store`` (default: SQLite in the data directory),
+    the two http handlers, and ``extra`` TOML appended."""
     config = tmp_path / "jobhook.toml"
+    store_table = f'[store]\nurl = "{store}"\n' if store else ""
     handlers = "".join(
         f'[[handlers]]\nname = "{h}"\ntype = "http"\nurl = "{target}/{h}"\ntimeout = 10\n'
         "backoff_initial = 0.2\nbackoff_max = 2\nmax_attempts = 50\n"
@@ -229,7 +254,7 @@ def write_config(tmp_path: Path, target: str, plan: Plan) -> Path:
     config.write_text(
         f"""
 data_dir = "{tmp_path / "data"}"
-[server]
+{store_table}[server]
 shutdown_grace_seconds = 5
 [dispatch]
 lease_seconds = {plan.lease_seconds}
@@ -237,10 +262,76 @@ concurrency = {plan.concurrency}
 [sources.reducto]
 provider = "reducto"
 secrets = ["{SECRET}"]
-{handlers}""",
+{handlers}{extra}""",
         encoding="utf-8",
     )
     return config
+
+
+class StoreProbe(Protocol):
+    """Reads the services' store from beside them."""
+
+    async def dispatches_in(self, *states: str) -> int:
+        """Dispatches in one of ``states``."""
+
+    async def claimed_by(self, pid: int) -> int:
+        """Dispatches the (now dead) process ``pid`` had claimed and not finished: the only
+        ones its death may repeat."""
+
+    async def stored(self) -> tuple[set[str], dict[str, int]]:
+        """The message ids the store holds, and its dispatches counted by state."""
+
+
+class SQLiteProbe:
+    """Read-only reads of the SQLite file one service has open."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+
+    async def dispatches_in(self, *states: str) -> int:
+        return dispatches_in(self.db, *states)
+
+    async def claimed_by(self, pid: int) -> int:
+        return dispatches_in(self.db, "running")  # one process: every claim was its own
+
+    async def stored(self) -> tuple[set[str], dict[str, int]]:
+        return stored_state(self.db)
+
+
+class PostgresProbe:
+    """Reads of the database the replicas share (a connection each time: it may restart)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def fetch(self, query: str, *args: Any) -> list[Any]:
+        """The rows of one statement, on a connection of its own."""
+        import asyncpg  # type: ignore[import-untyped]  # the 'postgres' extra, as the store
+
+        conn = await asyncpg.connect(self.url, timeout=10)
+        try:
+            return list(await conn.fetch(query, *args))
+        finally:
+            await conn.close()
+
+    async def dispatches_in(self, *states: str) -> int:
+        rows = await self.fetch(
+            "SELECT count(*) FROM dispatches WHERE state = ANY($1::text[])", list(states)
+        )
+        return int(rows[0][0])
+
+    async def claimed_by(self, pid: int) -> int:
+        owner = f"{socket.gethostname()}:{pid}:%"  # receiver.loops.worker_id()
+        rows = await self.fetch(
+            "SELECT count(*) FROM dispatches WHERE state = 'running' AND lease_owner LIKE $1",
+            owner,
+        )
+        return int(rows[0][0])
+
+    async def stored(self) -> tuple[set[str], dict[str, int]]:
+        messages = {r[0] for r in await self.fetch("SELECT message_id FROM deliveries")}
+        rows = await self.fetch("SELECT state, count(*) FROM dispatches GROUP BY state")
+        return messages, {str(r[0]): int(r[1]) for r in rows}
 
 
 def dispatches_in(db: Path, *states: str) -> int:
@@ -258,28 +349,34 @@ def dispatches_in(db: Path, *states: str) -> int:
     return int(count)
 
 
-def claimed_dispatches(db: Path) -> int:
-    """Dispatches a (now dead) service had claimed and not finished: the only ones it may repeat."""
-    return dispatches_in(db, "running")
-
-
-async def run_ledger(tmp_path: Path, plan: Plan) -> tuple[Figures, Service, Downstream, Sender]:
-    """Run the whole scenario; the caller checks the figures and the store."""
+async def run_ledger(
+    tmp_path: Path, plan: Plan, store: str | None = None
+) -> tuple[Figures, list[Service], Downstream, Sender]:
+    """Run the whole scenario on SQLite, or on the PostgreSQL database ``store`` with
+    ``plan.replicas`` services; the caller checks the figures and the store."""
     rng = random.Random(plan.seed)
     downstream = Downstream(plan.latency, random.Random(plan.seed + 1))
     figures = Figures()
-    db = tmp_path / "data" / "jobhook.db"
+    probe: StoreProbe = (
+        SQLiteProbe(tmp_path / "data" / "jobhook.db") if store is None else PostgresProbe(store)
+    )
     async with serving(downstream) as target:
-        service = Service(write_config(tmp_path, target, plan), tmp_path / "service.log",
-                          level=plan.log_level)  # fmt: skip
-        sender = Sender(service, plan, random.Random(plan.seed + 2))
+        config = write_config(tmp_path, target, plan, store)
+        suffix = [""] if plan.replicas == 1 else [f"-{n}" for n in range(plan.replicas)]
+        services = [Service(config, tmp_path / f"service{s}.log", level=plan.log_level)
+                    for s in suffix]  # fmt: skip
+        sender = Sender(services, plan, random.Random(plan.seed + 2))
         stop_sending = asyncio.Event()
         started = time.monotonic()
         sending: asyncio.Task[None] | None = None
         try:
-            service.start()
+            for service in services:
+                service.start()
+            for service in services:
+                await service.wait_ready()
             sending = asyncio.create_task(sender.run(stop_sending, give_up_after=120.0))
             for _ in range(plan.kills):
+                service = rng.choice(services)
                 if rng.random() < plan.startup_kills:
                     await asyncio.sleep(rng.uniform(0.1, 1.0))
                     before_ready = not await service.is_ready()
@@ -288,15 +385,18 @@ async def run_ledger(tmp_path: Path, plan: Plan) -> tuple[Figures, Service, Down
                     figures.slowest_restart = max(figures.slowest_restart, startup)
                     await asyncio.sleep(rng.uniform(*plan.uptime))
                     before_ready = False
+                assert service.process is not None
+                pid = service.process.pid
                 service.kill()
-                claimed = claimed_dispatches(db)
+                claimed = await probe.claimed_by(pid)
                 figures.kills += 1
                 figures.kills_before_ready += before_ready
                 figures.kills_during_handling += claimed > 0
                 figures.claimed_at_kills += claimed
                 service.start()
-            await service.wait_ready()
-            await asyncio.sleep(1.0)  # the last service takes webhooks for a while, unkilled
+            for service in services:
+                figures.slowest_restart = max(figures.slowest_restart, await service.wait_ready())
+            await asyncio.sleep(1.0)  # the last services take webhooks for a while, unkilled
             stop_sending.set()
             await sending
             figures.seconds = time.monotonic() - started
@@ -304,18 +404,20 @@ async def run_ledger(tmp_path: Path, plan: Plan) -> tuple[Figures, Service, Down
                 async with asyncio.timeout(plan.drain_timeout):
                     # Until every handler got its call and the store has recorded every
                     # outcome: a call made just before a kill is redone after its lease.
-                    while downstream.missing(sender.acked) or dispatches_in(
-                        db, "pending", "running"
+                    while downstream.missing(sender.acked) or await probe.dispatches_in(
+                        "pending", "running"
                     ):
                         await asyncio.sleep(0.2)
-            await service.stop()
+            for service in services:
+                await service.stop()
         finally:
             stop_sending.set()
             if sending is not None and not sending.done():  # the run was cut short
                 sending.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sending
-            service.close()
+            for service in services:
+                service.close()
     figures.offered = plan.rate
     figures.webhooks = sender.created
     figures.attempts = sender.attempts
@@ -327,7 +429,8 @@ async def run_ledger(tmp_path: Path, plan: Plan) -> tuple[Figures, Service, Down
     figures.lost = downstream.missing(sender.acked)
     figures.delivered = len(sender.acked) * len(HANDLERS) - figures.lost
     figures.duplicates = sum(n - 1 for c in downstream.calls.values() for n in c.values() if n > 1)
-    return figures, service, downstream, sender
+    figures.stored = await probe.stored()
+    return figures, services, downstream, sender
 
 
 def stored_state(db: Path) -> tuple[set[str], dict[str, int]]:
