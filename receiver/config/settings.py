@@ -144,6 +144,9 @@ class HandlerSettings(_Section):
     """Failed attempts in a row that open the handler's circuit."""
     circuit_cooldown_seconds: float = Field(30.0, gt=0, le=86400)
     """How long an open circuit waits before it lets one probe delivery through."""
+    max_concurrency: int | None = Field(None, ge=1)
+    """Dispatch slots this handler may hold at once; unset, half of ``dispatch.concurrency``
+    (at least 1), so a destination that hangs never holds every slot."""
 
     @property
     def options(self) -> dict[str, Any]:

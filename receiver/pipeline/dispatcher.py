@@ -3,13 +3,16 @@
 One loop step (``run_once``) claims as much due work as there are free slots: completions to
 resolve (once each, for all their handlers) and (completion, handler) dispatches to deliver.
 It wakes on commit (``wake``), not on a timer; the timer only covers retries falling due,
-and leases left behind by a process that died.
+and leases left behind by a process that died. Each handler holds at most its
+``max_concurrency`` slots: a handler at its limit is left out of the claim, so a destination
+that hangs holds its share and the others keep flowing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +42,11 @@ log = structlog.get_logger(__name__)
 IDLE_RECHECK_SECONDS = 5.0
 DISK_FULL_RECHECK_SECONDS = 30.0
 """How often a completion waiting for space in ``results.dir`` tries again, at most."""
+
+
+def default_limit(concurrency: int) -> int:
+    """A handler's share of the dispatch slots when it sets no ``max_concurrency``."""
+    return max(concurrency // 2, 1)
 
 
 def completion_of(row: CompletionRow, fields: dict[str, float | None] | None = None) -> Completion:
@@ -93,6 +101,11 @@ class Dispatcher:
         self._on_delivered = on_delivered
         self._on_resolved = on_resolved
         self.circuits = Circuits(store, clock)
+        self.limits = {
+            name: policy.max_concurrency or default_limit(concurrency)
+            for name, policy in self.policies.items()
+        }
+        self._running: Counter[str] = Counter()
 
     def wake(self) -> None:
         """New work was committed: look for it now."""
@@ -125,10 +138,21 @@ class Dispatcher:
         free -= len(completions)
         pairs: list[tuple[DispatchRow, CompletionRow]] = []
         if free > 0:
-            pairs = await self.store.claim_dispatches(self.owner, free, self.lease_seconds, now)
+            busy = self.busy()
+            # No claim may take more of a handler's work than it has room for.
+            rooms = [self.limits[h] - self._running[h] for h in self.limits if h not in busy]
+            limit = min([free, *rooms])
+            pairs = await self.store.claim_dispatches(
+                self.owner, limit, self.lease_seconds, now, busy
+            )
             for dispatch, completion in pairs:
-                self._spawn(self._deliver(dispatch, completion))
+                self._running[dispatch.handler] += 1
+                self._spawn(self._deliver(dispatch, completion), dispatch.handler)
         return len(completions) + len(pairs)
+
+    def busy(self) -> list[str]:
+        """The handlers holding every slot they may: none of their work is claimed now."""
+        return sorted(h for h, limit in self.limits.items() if self._running[h] >= limit)
 
     async def run(self, stop: asyncio.Event, grace: float = 10.0) -> None:
         """Repeat ``run_once`` until ``stop``; then finish in-flight work within ``grace``."""
@@ -154,7 +178,7 @@ class Dispatcher:
         if len(self._tasks) >= self.concurrency:
             return IDLE_RECHECK_SECONDS  # a finishing task wakes us sooner
         try:
-            due = await self.store.next_due()
+            due = await self.store.next_due(self.busy())
         except JobhookError:
             return 1.0
         if due is None:
@@ -186,10 +210,17 @@ class Dispatcher:
                 except JobhookError as exc:
                     log.warning("lease_renew_failed", error=str(exc))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None], handler: str | None = None) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
+        if handler is not None:
+            task.add_done_callback(lambda _: self._slot_freed(handler))
         task.add_done_callback(self._done)
+
+    def _slot_freed(self, handler: str) -> None:
+        self._running[handler] -= 1
+        if self._running[handler] <= 0:
+            del self._running[handler]
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)

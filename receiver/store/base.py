@@ -97,9 +97,10 @@ class Store(ReprocessContract, abc.ABC):
 
     @abc.abstractmethod
     async def claim_dispatches(
-        self, owner: str, limit: int, lease_seconds: float, now: float
+        self, owner: str, limit: int, lease_seconds: float, now: float, busy: Sequence[str] = ()
     ) -> list[tuple[DispatchRow, CompletionRow]]:
-        """Lease due dispatches of resolved completions (and ones whose lease expired)."""
+        """Lease due dispatches of resolved completions (and ones whose lease expired), none of
+        the ``busy`` handlers' (at their concurrency limit: theirs stay pending, unspent)."""
 
     @abc.abstractmethod
     async def finish_dispatch(
@@ -151,8 +152,9 @@ class Store(ReprocessContract, abc.ABC):
         """Free every claim of replicas last heard of before ``stale_before``; how many."""
 
     @abc.abstractmethod
-    async def next_due(self) -> float | None:
-        """When the earliest pending completion or dispatch falls due, or None if none is."""
+    async def next_due(self, busy: Sequence[str] = ()) -> float | None:
+        """When the earliest pending completion or dispatch falls due, or None if none is;
+        the ``busy`` handlers' dispatches left out, as ``claim_dispatches`` leaves them."""
 
     @abc.abstractmethod
     async def replay(

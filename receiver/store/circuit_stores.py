@@ -8,7 +8,7 @@ from receiver.store import circuits, records
 from receiver.store.pg_sql import numbered
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Collection, Sequence
 
     from receiver.store.pg_pool import Conn, PgPool
     from receiver.store.rows import CircuitRow, DispatchRow
@@ -81,11 +81,16 @@ class PostgresCircuits:
         return [circuits.circuit_row(r) for r in await self._db.fetch(circuits.LIST)]
 
 
-async def pg_probes(conn: Conn, owner: str, until: float, now: float) -> list[DispatchRow]:
-    """Take the probes that are due, inside the claim's transaction."""
+async def pg_probes(
+    conn: Conn, owner: str, until: float, now: float, busy: Collection[str] = ()
+) -> list[DispatchRow]:
+    """Take the probes that are due, inside the claim's transaction; a ``busy`` handler's
+    probe waits, its circuit open, until the handler has a free slot."""
     claimed: list[DispatchRow] = []
     for (handler,) in await conn.fetch(_TAKE_PROBES, until, now, now):
-        row = await conn.fetchrow(_CLAIM_PROBE, owner, until, now, handler, now, now)
+        row = None
+        if handler not in busy:
+            row = await conn.fetchrow(_CLAIM_PROBE, owner, until, now, handler, now, now)
         if row is None:
             await conn.execute(_NO_PROBE, handler, now, handler)
         else:

@@ -18,7 +18,7 @@ from receiver.store.rows import CircuitRow
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from receiver.store.rows import CompletionRow, DispatchRow
 
@@ -105,11 +105,16 @@ def failed_sync(db: sqlite3.Connection, params: Sequence[Any]) -> str:
     return state
 
 
-def probes_sync(db: sqlite3.Connection, owner: str, until: float, now: float) -> list[DispatchRow]:
-    """Take the probes that are due (SQLite's writer): one dispatch per probing handler."""
+def probes_sync(
+    db: sqlite3.Connection, owner: str, until: float, now: float, busy: Collection[str] = ()
+) -> list[DispatchRow]:
+    """Take the probes that are due (SQLite's writer): one dispatch per probing handler; a
+    ``busy`` handler's probe waits, its circuit open, until the handler has a free slot."""
     claimed: list[DispatchRow] = []
     for (handler,) in db.execute(TAKE_PROBES, (until, now, now)).fetchall():
-        row = db.execute(CLAIM_PROBE, (owner, until, now, handler, now, now)).fetchone()
+        row = None
+        if handler not in busy:
+            row = db.execute(CLAIM_PROBE, (owner, until, now, handler, now, now)).fetchone()
         if row is None:
             db.execute(NO_PROBE, (handler, now, handler))
         else:

@@ -106,6 +106,7 @@ WITH due AS (
     WHERE c.phase = 'ready'
       AND ((d.state = 'pending' AND d.next_attempt_at <= $4)
            OR (d.state = 'running' AND d.lease_until < $5))
+      AND d.handler <> ALL($7::text[])
       AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
     ORDER BY d.next_attempt_at LIMIT $6
     FOR UPDATE OF d SKIP LOCKED)
@@ -136,9 +137,11 @@ SELECT min(t) FROM (
     SELECT min(coalesce(CASE WHEN d.state = 'running' THEN d.lease_until END, d.next_attempt_at))
     FROM dispatches d JOIN completions c ON c.id = d.completion_id
     WHERE c.phase = 'ready' AND d.state IN ('pending', 'running')
+      AND d.handler <> ALL($1::text[])
       AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
     UNION ALL
-    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed' AND EXISTS (
+    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed'
+      AND k.handler <> ALL($1::text[]) AND EXISTS (
         SELECT 1 FROM dispatches d JOIN completions c ON c.id = d.completion_id
         WHERE d.handler = k.handler AND c.phase = 'ready' AND d.state IN ('pending', 'running'))
     UNION ALL

@@ -121,11 +121,14 @@ class PostgresStore(
         await self._db.execute(_n(sql.RETRY_COMPLETION), *args)
 
     async def claim_dispatches(
-        self, owner: str, limit: int, lease_seconds: float, now: float
+        self, owner: str, limit: int, lease_seconds: float, now: float, busy: Sequence[str] = ()
     ) -> list[tuple[DispatchRow, CompletionRow]]:
+        skip = list(busy)
+
         async def op(conn: Conn) -> list[tuple[DispatchRow, CompletionRow]]:
-            claimed = await pg_probes(conn, owner, now + lease_seconds, now)
-            args = (owner, now + lease_seconds, now, now, now, max(limit - len(claimed), 0))
+            claimed = await pg_probes(conn, owner, now + lease_seconds, now, skip)
+            left = max(limit - len(claimed), 0)
+            args = (owner, now + lease_seconds, now, now, now, left, skip)
             rows = await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
             claimed += [records.dispatch_row(r) for r in rows]
             if not claimed:
@@ -179,8 +182,8 @@ class PostgresStore(
 
         return await self._db.transaction(op)
 
-    async def next_due(self) -> float | None:
-        return _first(await self._db.fetch(pg_sql.NEXT_DUE))
+    async def next_due(self, busy: Sequence[str] = ()) -> float | None:
+        return _first(await self._db.fetch(pg_sql.NEXT_DUE, list(busy)))
 
     async def replay(
         self,

@@ -139,6 +139,7 @@ WHERE id IN (
     WHERE c.phase = 'ready'
       AND ((d.state = 'pending' AND d.next_attempt_at <= ?)
            OR (d.state = 'running' AND d.lease_until < ?))
+      AND d.handler NOT IN (SELECT value FROM json_each(?))
       AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
     ORDER BY d.next_attempt_at LIMIT ?)
 RETURNING {_DISPATCH_COLUMNS}
@@ -199,9 +200,11 @@ SELECT min(t) FROM (
     SELECT min(coalesce(CASE WHEN d.state = 'running' THEN d.lease_until END, d.next_attempt_at))
     FROM dispatches d INDEXED BY dispatches_due CROSS JOIN completions c ON c.id = d.completion_id
     WHERE c.phase = 'ready' AND d.state IN ('pending', 'running')
+      AND d.handler NOT IN (SELECT value FROM json_each(:busy))
       AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
     UNION ALL
-    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed' AND EXISTS (
+    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed'
+      AND k.handler NOT IN (SELECT value FROM json_each(:busy)) AND EXISTS (
         SELECT 1 FROM dispatches d INDEXED BY dispatches_due
         CROSS JOIN completions c ON c.id = d.completion_id
         WHERE d.handler = k.handler AND c.phase = 'ready' AND d.state IN ('pending', 'running'))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -170,10 +171,12 @@ class SQLiteStore(
         await self._write_sync(sqlite_ops.execute, sql.RETRY_COMPLETION, params)
 
     async def claim_dispatches(
-        self, owner: str, limit: int, lease_seconds: float, now: float
+        self, owner: str, limit: int, lease_seconds: float, now: float, busy: Sequence[str] = ()
     ) -> list[tuple[DispatchRow, CompletionRow]]:
         until = now + lease_seconds
-        return await self._write_sync(sqlite_ops.claim_dispatches, owner, limit, until, now)
+        return await self._write_sync(
+            sqlite_ops.claim_dispatches, owner, limit, until, now, tuple(busy)
+        )
 
     async def finish_dispatch(
         self,
@@ -199,8 +202,8 @@ class SQLiteStore(
     async def take_back_stale(self, stale_before: float) -> int:
         return await self._write_sync(sqlite_ops.take_back_stale, stale_before)
 
-    async def next_due(self) -> float | None:
-        rows = await self._read(sql.NEXT_DUE)
+    async def next_due(self, busy: Sequence[str] = ()) -> float | None:
+        rows = await self._read(sql.NEXT_DUE, {"busy": json.dumps(list(busy))})
         return rows[0][0] if rows and rows[0][0] is not None else None
 
     async def replay(

@@ -8,6 +8,7 @@ or a count, never a cursor.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
@@ -80,11 +81,12 @@ def claim_completions(
 
 
 def claim_dispatches(
-    db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
+    db: sqlite3.Connection, owner: str, limit: int, until: float, now: float, busy: tuple[str, ...]
 ) -> list[tuple[DispatchRow, CompletionRow]]:
-    claimed = circuits.probes_sync(db, owner, until, now)
+    claimed = circuits.probes_sync(db, owner, until, now, busy)
     left = max(limit - len(claimed), 0)
-    rows = db.execute(sql.CLAIM_DISPATCHES, (owner, until, now, now, now, left)).fetchall()
+    params = (owner, until, now, now, now, json.dumps(busy), left)
+    rows = db.execute(sql.CLAIM_DISPATCHES, params).fetchall()
     claimed += [records.dispatch_row(r) for r in rows]
     if not claimed:
         return []

@@ -129,6 +129,24 @@ def test_duplicate_handler_names_are_refused(tmp_path: Path) -> None:
     assert "used twice" in _error(tmp_path, text)
 
 
+def test_a_handlers_max_concurrency_is_read_and_unset_by_default(tmp_path: Path) -> None:
+    text = '[[handlers]]\nname = "a"\ntype = "log"\nmax_concurrency = 2\n'
+    text += '[[handlers]]\nname = "b"\ntype = "log"\n'
+    settings = _load(tmp_path, text)
+    limits = [h.max_concurrency for h in settings.handlers]  # type: ignore[attr-defined]
+    assert limits == [2, None]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5", '"many"'])
+def test_a_max_concurrency_below_one_or_not_a_whole_number_is_refused(
+    tmp_path: Path, value: str
+) -> None:
+    message = _error(
+        tmp_path, f'[[handlers]]\nname = "a"\ntype = "log"\nmax_concurrency = {value}\n'
+    )
+    assert "max_concurrency" in message
+
+
 def test_handler_options_never_show_their_values_in_reprs(tmp_path: Path) -> None:
     text = (
         '[[handlers]]\nname = "fwd"\ntype = "http"\nurl = "https://u:pw@example.com/x"\n'

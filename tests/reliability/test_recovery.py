@@ -64,7 +64,8 @@ class Downstream:
 
 
 def _config(tmp_path: Path, name: str, target: str, store: str) -> Path:
-    """A replica with the default 60 s lease and 2 s heartbeat; one slow-to-answer handler."""
+    """A replica with the default 60 s lease and 2 s heartbeat; one slow-to-answer handler,
+    which may take all 8 of the dispatcher's slots."""
     config = tmp_path / f"{name}.toml"
     config.write_text(
         f"""
@@ -79,6 +80,7 @@ name = "forward"
 type = "http"
 url = "{target}/hook"
 timeout = 600
+max_concurrency = 8
 """
     )
     return config

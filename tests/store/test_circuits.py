@@ -109,3 +109,17 @@ async def test_probe_now_takes_a_held_delivery_whose_next_try_is_later(store: St
     (probe,) = await claim_all(store, "w1", now + 1)
     assert probe.id == first.id
     assert [c.state for c in await store.circuits()] == ["half_open"]
+
+
+async def test_a_busy_handlers_probe_waits_until_it_has_a_free_slot(store: Store) -> None:
+    """Its hung deliveries still hold every slot it may: the probe would be one more."""
+    await complete(store, "job-1", "hook")
+    now = time.time() + 1
+    await fail(store, "hook", 5, now)
+    later = now + 31
+    assert await store.claim_dispatches("w1", 10, 30, later, busy=["hook"]) == []
+    assert await store.next_due(["hook"]) is None
+    assert [c.state for c in await store.circuits()] == ["open"]
+    ((probe, _),) = await store.claim_dispatches("w1", 10, 30, later)
+    assert probe.attempts == 0
+    assert [c.state for c in await store.circuits()] == ["half_open"]

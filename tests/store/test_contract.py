@@ -324,6 +324,26 @@ class TestStoreContract:
         await store.finish_dispatch(claimed.id, "w1", error="boom", next_attempt_at=now + 100)
         assert await store.next_due() == pytest.approx(now + 100)
 
+    async def test_a_busy_handlers_dispatches_stay_pending_and_unspent(self, store: Store) -> None:
+        """A handler at its concurrency limit: its work is not claimed, so no lease runs out
+        and no attempt is spent; claimed as soon as it is no longer busy."""
+        await complete(store, "job-1", "hung", "ok")
+        await complete(store, "job-2", "hung", "ok")
+        now = time.time() + 1
+        claimed = await store.claim_dispatches("w1", 10, 30, now, busy=["hung"])
+        assert sorted((d.handler, d.attempts) for d, _ in claimed) == [("ok", 1), ("ok", 1)]
+        assert [d.handler for d, _ in await store.claim_dispatches("w1", 10, 30, now, ["x"])] == [
+            "hung", "hung"
+        ]  # fmt: skip
+
+    async def test_next_due_leaves_out_busy_handlers(self, store: Store) -> None:
+        await complete(store, "job-1", "hung")
+        now = time.time() + 1
+        assert await store.next_due(["hung"]) is None
+        due = await store.next_due(["other"])
+        assert due is not None
+        assert due <= now
+
     async def test_polls_fall_due_at_their_scheduled_time(self, store: Store) -> None:
         t = time.time() + 100
         await store.ingest(news("job-1", State.RUNNING, "m1", poll_at=t), [])
