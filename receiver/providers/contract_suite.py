@@ -21,9 +21,11 @@ asyncio plugin in ``auto`` mode), which is why jobhook itself never imports it.
 from __future__ import annotations
 
 import abc
+import asyncio
 import copy
 import hashlib
 import json
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
@@ -36,16 +38,25 @@ from receiver.providers.ratelimit import RateLimiter
 from receiver.secret import Secret
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Iterator, Mapping
     from pathlib import Path
 
     from receiver.models import ResultRef
     from receiver.providers.base import Provider
 
-__all__ = ["MALFORMED", "REQUIRED_STATES", "ProviderContract", "SimulatorDriver", "mutations"]
+__all__ = [
+    "MALFORMED",
+    "REQUIRED_STATES",
+    "ProviderContract",
+    "SimulatorDriver",
+    "mutations",
+    "required_states",
+]
 
 REQUIRED_STATES = (State.QUEUED, State.RUNNING, State.SUCCEEDED, State.FAILED)
-"""The states every provider's job API reports, so every driver can make a job in each."""
+"""The states a provider's job API reports, so every driver can make a job in each; ``queued``
+only where a status word maps to it (Textract's jobs are ``IN_PROGRESS`` from the start)."""
+UNKNOWN_JOB = "job_contract_never_made"
 MALFORMED: tuple[Any, ...] = (None, [], "x", 42, True, {}, {"data": "x"}, {"data": {}}, [{}])
 """Bodies that name no job in any provider's format."""
 ODD_VALUES: tuple[Any, ...] = (None, True, -1, 1.5, "", "x", [], {}, [None], {"x": None})
@@ -69,6 +80,15 @@ class SimulatorDriver(abc.ABC):
     states: tuple[State, ...] = REQUIRED_STATES
     webhook_metadata: frozenset[State] = frozenset({State.SUCCEEDED, State.FAILED})
     """The states whose webhook carries back the metadata the job was submitted with."""
+    job_reports: Mapping[State, State] = MappingProxyType({})
+    """Job states whose status word in the job API names another state (Google's partial
+    batch is ``SUCCEEDED``: its documents' statuses tell it)."""
+    webhook_reports: Mapping[State, State] = MappingProxyType({})
+    """Job states whose webhook names another state (Textract's SNS message says SUCCEEDED
+    for a partial success: only the job API tells it)."""
+    unknown_job: str = UNKNOWN_JOB
+    """A job id in the provider's form (``model:result``, ``project:location:operation``)
+    that names no job of the simulator."""
 
     @abc.abstractmethod
     async def job_in(self, state: State, *, metadata: dict[str, Any]) -> str:
@@ -80,8 +100,15 @@ class SimulatorDriver(abc.ABC):
         current state; None when it sends none for that state."""
 
     @abc.abstractmethod
-    async def throttle(self, retry_after: int) -> None:
-        """Make the job API's next answer a 429 with ``Retry-After: retry_after``."""
+    async def throttle(self, retry_after: int) -> float | None:
+        """Make the job API's next answer a throttle (a 429 with ``Retry-After: retry_after``
+        where the simulator can choose); the wait it announces (``retry_after``, or the
+        provider's fixed one), or None when the provider announces none (the adapter then
+        chooses its own)."""
+
+    async def elapse(self, seconds: float) -> None:  # noqa: B027 (optional: most need nothing)
+        """Move the simulator's clock as the budget's clock moved (the adapter waited
+        ``seconds``); a simulator whose throttles last one answer needs nothing."""
 
     @abc.abstractmethod
     def reword_job(self, body: Any, word: str) -> Any:
@@ -93,11 +120,13 @@ class SimulatorDriver(abc.ABC):
 
 
 class _Clock:
-    """The rate budget's clock in the suite: sleeping moves it, so no test waits for real."""
+    """The rate budget's clock in the suite: sleeping moves it (and the simulator's, through
+    ``SimulatorDriver.elapse``), so no test waits for real."""
 
-    def __init__(self) -> None:
+    def __init__(self, driver: SimulatorDriver) -> None:
         self.now = 1_000.0
         self.slept: list[float] = []
+        self._driver = driver
 
     def time(self) -> float:
         return self.now
@@ -105,6 +134,13 @@ class _Clock:
     async def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
         self.now += seconds
+        await self._driver.elapse(seconds)
+
+
+def required_states(provider: Provider) -> tuple[State, ...]:
+    """``REQUIRED_STATES`` less ``queued`` when no status word of ``provider`` maps to it."""
+    words = set(provider.status_words.values())
+    return tuple(s for s in REQUIRED_STATES if s is not State.QUEUED or s in words)
 
 
 def mutations(body: Any, depth: int = 3) -> Iterator[Any]:
@@ -150,8 +186,8 @@ class ProviderContract:
     metadata: ClassVar[dict[str, Any]] = {"contract": "m-1", "batch": 7}
 
     @pytest.fixture
-    def clock(self) -> _Clock:
-        return _Clock()
+    def clock(self, driver: SimulatorDriver) -> _Clock:
+        return _Clock(driver)
 
     @pytest.fixture
     async def api(self, driver: SimulatorDriver, clock: _Clock) -> AsyncIterator[JobAPI]:
@@ -170,10 +206,15 @@ class ProviderContract:
             yield api
 
     async def fetch_result(self, api: JobAPI, job_id: str, ref: ResultRef, dest: Path) -> bytes:
-        """The result's bytes as jobhook would store them: inline JSON, or the URL's body.
-
-        A provider whose results need more (assembled from several calls) overrides this.
+        """The result's bytes as jobhook would store them: assembled by the job API
+        (``ref.assemble``: ``JobAPI.write_result`` into ``dest``, its sha256 checked), inline
+        JSON, or the URL's body. A provider whose results need more overrides this.
         """
+        if ref.assemble is not None:
+            sha256, size = await api.write_result(job_id, ref, dest)
+            data = await asyncio.to_thread(dest.read_bytes)
+            assert (hashlib.sha256(data).hexdigest(), len(data)) == (sha256, size)
+            return data
         if ref.url is None:
             return json.dumps(ref.inline).encode()
         async with httpx.AsyncClient(trust_env=False, timeout=10.0) as client:
@@ -182,14 +223,15 @@ class ProviderContract:
         return response.content
 
     def test_the_driver_covers_the_required_states(self, driver: SimulatorDriver) -> None:
-        missing = [s.value for s in REQUIRED_STATES if s not in driver.states]
+        missing = [s.value for s in required_states(driver.provider) if s not in driver.states]
         assert not missing, f"the simulator driver cannot make jobs that are {missing}"
 
     def test_status_words_cover_every_terminal_state_reported(
         self, driver: SimulatorDriver
     ) -> None:
         mapped = set(driver.provider.status_words.values())
-        assert {s for s in driver.states if s.terminal} <= mapped
+        said = {driver.job_reports.get(s, s) for s in driver.states if s.terminal}
+        assert said <= mapped, f"no status word means {sorted(s.value for s in said - mapped)}"
 
     async def test_each_state_of_the_job_api_parses(
         self, driver: SimulatorDriver, api: JobAPI
@@ -199,7 +241,8 @@ class ProviderContract:
             status = await api.get_job(job_id)
             assert status.state is state, f"a {state.value} job parsed as {status.state.value}"
             words = driver.provider.status_words
-            assert words.get(status.provider_status) is state, status.provider_status
+            said = driver.job_reports.get(state, state)
+            assert words.get(status.provider_status) is said, status.provider_status
             if state in (State.SUCCEEDED, State.PARTIAL):
                 assert status.result is not None, f"a {state.value} job has no result reference"
             if state is State.FAILED:
@@ -211,7 +254,7 @@ class ProviderContract:
         self, driver: SimulatorDriver
     ) -> None:
         if not driver.provider.webhooks:
-            pytest.skip(f"{driver.provider.name} sends no webhooks: its jobs are polled")
+            await self._skip_without_webhooks(driver)
         seen = 0
         for state in driver.states:
             job_id = await driver.job_in(state, metadata=self.metadata)
@@ -221,12 +264,23 @@ class ProviderContract:
             seen += 1
             event = driver.provider.parse_webhook(body, source=self.source, message_id="msg_c1")
             assert (event.source, event.job_id) == (self.source, job_id)
-            assert event.state is state, f"a {state.value} webhook parsed as {event.state.value}"
+            said = driver.webhook_reports.get(state, state)
+            assert event.state is said, f"a {state.value} webhook parsed as {event.state.value}"
             assert (event.message_id, event.via) == ("msg_c1", "webhook")
-            assert driver.provider.status_words.get(event.provider_status) is state
+            assert driver.provider.status_words.get(event.provider_status) is said
             if state in driver.webhook_metadata:
                 assert event.metadata == self.metadata, f"a {state.value} webhook's metadata"
         assert seen, "the simulator sent no webhook for any state"
+
+    async def _skip_without_webhooks(self, driver: SimulatorDriver) -> None:
+        """The rule for a provider whose ``webhooks`` is False: its webhook cases are skipped,
+        once its simulator is seen to send none in any state (else the flag hides a webhook
+        jobhook would refuse)."""
+        for state in driver.states:
+            job_id = await driver.job_in(state, metadata=self.metadata)
+            body = await driver.webhook_body(job_id)
+            assert body is None, f"webhooks is False, yet a {state.value} job sends {body!r}"
+        pytest.skip(f"{driver.provider.name} sends no webhooks: its jobs are polled")
 
     async def test_an_unknown_status_word_is_kept_and_queued(
         self, driver: SimulatorDriver, api: JobAPI
@@ -256,28 +310,36 @@ class ProviderContract:
         status = await api.get_job(job_id, urgent=True)
         ref = status.result
         assert ref is not None
-        assert ref.url is not None or ref.inline is not None, "the reference points at nothing"
+        pointed = (ref.url, ref.inline, ref.assemble)
+        assert any(p is not None for p in pointed), "the reference points at nothing"
         data = await self.fetch_result(api, job_id, ref, tmp_path / "result")
         assert data, "the result is empty"
         if ref.sha256 is not None:
             assert hashlib.sha256(data).hexdigest() == ref.sha256
 
-    async def test_an_unknown_job_is_job_not_found(self, api: JobAPI) -> None:
+    async def test_an_unknown_job_is_job_not_found(
+        self, driver: SimulatorDriver, api: JobAPI
+    ) -> None:
         with pytest.raises(JobNotFoundError):
-            await api.get_job("job_contract_never_made")
+            await api.get_job(driver.unknown_job)
 
     async def test_a_429_with_retry_after_defers_the_budget(
         self, driver: SimulatorDriver, api: JobAPI, clock: _Clock
     ) -> None:
         job_id = await driver.job_in(State.RUNNING, metadata=self.metadata)
-        await driver.throttle(7)
+        announced = await driver.throttle(7)
         with pytest.raises(ProviderError) as caught:
             await api.get_job(job_id)
         assert not isinstance(caught.value, JobNotFoundError)
-        assert caught.value.retry_after == 7
+        wait = caught.value.retry_after
+        if announced is not None:
+            assert wait == announced, f"the throttle announced {announced}s, the error says {wait}"
+        assert wait is not None, "a throttle that says nothing of when to come back"
+        assert wait > 0, f"a throttle that says to come back in {wait}s"
         before = clock.now
         await api.limiter.acquire()
-        assert clock.now - before >= 7, "the next request did not wait for Retry-After"
+        # A float wait comes back through the clock's sums: a nanosecond's rounding is no early.
+        assert clock.now - before >= wait - 1e-9, "the next request did not wait for Retry-After"
         assert (await api.get_job(job_id)).state is State.RUNNING
 
     def test_a_webhook_naming_no_job_is_a_payload_error(self, driver: SimulatorDriver) -> None:
@@ -295,7 +357,7 @@ class ProviderContract:
         self, driver: SimulatorDriver
     ) -> None:
         if not driver.provider.webhooks:
-            pytest.skip(f"{driver.provider.name} sends no webhooks: its jobs are polled")
+            await self._skip_without_webhooks(driver)
         for state in (State.SUCCEEDED, State.FAILED):
             body = await driver.webhook_body(await driver.job_in(state, metadata=self.metadata))
             for damaged in mutations(body):

@@ -348,7 +348,9 @@ class GoogleDocAI(Provider):
         return f"/v1/projects/{project}/locations/{location}/operations/{operation}"
 
     def parse_job(self, body: Any, *, source: str, job_id: str) -> JobStatus:
-        if not isinstance(body, dict):
+        # Every operation names itself: without a name the answer is no operation at all (a
+        # proxy's ``{}`` would otherwise read as a batch running forever).
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             raise ProviderError(f"google-docai operation {job_id}: answer is not an operation")
         metadata = _object(body.get("metadata"))
         word = metadata.get("state") if isinstance(metadata.get("state"), str) else None

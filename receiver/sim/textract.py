@@ -114,6 +114,8 @@ class TextractSim:
         self.blocks = blocks
         self.interval = 1.0 / requests_per_second
         self.throttle_every = throttle_every
+        self.throttle_next = 0
+        """How many of the next ``Get*`` calls are throttled, whatever ``throttle_every`` says."""
         self.retention = retention_seconds
         self.jobs: dict[str, Job] = {}
         self.calls: dict[str, int] = {}
@@ -154,7 +156,11 @@ class TextractSim:
         if operation.startswith("Start") and operation[5:] in LIST_KEYS:
             return self._start(operation[5:], payload)
         if operation.startswith("Get") and operation[3:] in LIST_KEYS:
-            if self.throttle_every and next(self._gets) % self.throttle_every == 0:
+            throttled = bool(self.throttle_every) and next(self._gets) % self.throttle_every == 0
+            if self.throttle_next > 0:
+                self.throttle_next -= 1
+                throttled = True
+            if throttled:
                 return _error(
                     "ThrottlingException",
                     "Amazon Textract is temporarily unable to "
@@ -238,6 +244,12 @@ class TextractSim:
         return JSONResponse({"JobId": job.job_id}, media_type=JSON_11)
 
     def _finish(self, job: Job) -> None:
+        if job.status == "IN_PROGRESS":
+            self.finish(job)
+
+    def finish(self, job: Job) -> None:
+        """End ``job`` now, as its ``duration`` running out does: its outcome follows from the
+        document's name (``fail``: FAILED, ``partial``: PARTIAL_SUCCESS), and the topic hears."""
         name = str(job.location["S3ObjectName"]).lower()
         job.status = (
             "FAILED" if "fail" in name else "PARTIAL_SUCCESS" if "partial" in name else "SUCCEEDED"
@@ -245,11 +257,15 @@ class TextractSim:
         if job.status != "FAILED":
             job.items = _items(job.api, self.blocks)
         if job.topic is not None:
-            status = "SUCCEEDED" if job.status == "PARTIAL_SUCCESS" else job.status
-            message = {"JobId": job.job_id, "Status": status, "API": f"Start{job.api}",
-                       "JobTag": job.tag, "Timestamp": int(time.time() * 1000),
-                       "DocumentLocation": job.location}  # fmt: skip
-            self.sns.publish(job.topic, message)
+            self.sns.publish(job.topic, self.notification(job))
+
+    def notification(self, job: Job) -> dict[str, Any]:
+        """The SNS ``Message`` of a finished job: its Status is SUCCEEDED, FAILED or ERROR,
+        never PARTIAL_SUCCESS (only the ``Get*`` answer tells a partial success)."""
+        status = "SUCCEEDED" if job.status == "PARTIAL_SUCCESS" else job.status
+        return {"JobId": job.job_id, "Status": status, "API": f"Start{job.api}",
+                "JobTag": job.tag, "Timestamp": int(time.time() * 1000),
+                "DocumentLocation": job.location}  # fmt: skip
 
     def _get(self, api: str, payload: dict[str, Any]) -> Response:
         job = self.jobs.get(str(payload.get("JobId")))

@@ -80,8 +80,9 @@ class SimDriver(SimulatorDriver):
         # What the simulator's sender posts on entering the phase, decoded.
         return self.sim.shape.webhook_body(job, snap.phase, snap.entered_at, "msg_contract")
 
-    async def throttle(self, retry_after: int) -> None:
+    async def throttle(self, retry_after: int) -> float | None:
         self.sim.inject(status=429, retry_after=retry_after)
+        return retry_after
 
     def reword_job(self, body: Any, word: str) -> Any:
         return _reword(body, self._job_word, word)

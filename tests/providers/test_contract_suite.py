@@ -14,6 +14,7 @@ import pytest
 from receiver.models import State
 from receiver.providers import get_provider
 from receiver.providers.contract_suite import ProviderContract
+from tests.providers.clouddrivers import azure_driver, google_driver, textract_driver
 from tests.providers.configs import generic_for
 from tests.providers.simdriver import sim_driver
 
@@ -37,6 +38,9 @@ DRIVERS: dict[str, Opener] = {
                                      webhook_word="/data/status", webhook_metadata=NONE),
     "generic": lambda: sim_driver("knowhere", generic_for("knowhere"), webhook_metadata=NONE),
     "generic-as-reducto": lambda: sim_driver("reducto", generic_for("reducto")),
+    "textract": textract_driver,
+    "azure-docintel": azure_driver,
+    "google-docai": google_driver,
 }  # fmt: skip
 
 

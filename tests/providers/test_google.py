@@ -49,6 +49,12 @@ def test_a_running_operation_and_its_words() -> None:
     assert google.parse_job(cancelled, source="g", job_id="j").state is State.CANCELLED
 
 
+@pytest.mark.parametrize("body", [{}, {"metadata": {"state": "RUNNING"}}, {"name": 7}])
+def test_an_answer_that_names_no_operation_is_a_provider_error(body: object) -> None:
+    with pytest.raises(ProviderError, match="not an operation"):
+        google.parse_job(body, source="g", job_id="j")
+
+
 def _done(*statuses: dict[str, object]) -> dict[str, object]:
     metadata = {"state": "SUCCEEDED", "individualProcessStatuses": list(statuses)}
     return {"name": NAME, "done": True, "metadata": metadata}
