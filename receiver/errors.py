@@ -15,6 +15,7 @@
           └── FetchError             a result could not be downloaded
                ├── UnsafeURLError    a result URL is not allowed: never retried
                ├── ResultTooLargeError  the result exceeds ``results.max_bytes``: never retried
+               ├── ResultConsumedError  a single-use result was requested before: never again
                └── ChecksumError     the result's sha256 is not the one the provider gave
 
 Third-party errors are translated once, where they enter (``raise ... from exc``).
@@ -105,6 +106,13 @@ class UnsafeURLError(FetchError):
 
 class ResultTooLargeError(FetchError):
     """The result is larger than ``results.max_bytes``; the download is abandoned for good."""
+
+    permanent = True
+
+
+class ResultConsumedError(FetchError):
+    """A single-use result's one request was made before (a failed or interrupted download):
+    asking again would be refused or, worse, served to nobody; the completion fails."""
 
     permanent = True
 

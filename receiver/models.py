@@ -52,6 +52,9 @@ class ResultRef:
     inline: Any = None
     url: str | None = None
     sha256: str | None = None
+    single_use: bool = False
+    """The provider serves this result once: jobhook requests it at most once, even across
+    restarts."""
 
 
 @dataclass(frozen=True, slots=True)

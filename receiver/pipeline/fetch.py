@@ -15,6 +15,7 @@ import os
 import random
 import tempfile
 import time
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,9 +101,17 @@ class ResultFetcher:
         await self.aclose()
 
     async def fetch(
-        self, url: str, dest: Path, *, expected_sha256: str | None = None
+        self,
+        url: str,
+        dest: Path,
+        *,
+        expected_sha256: str | None = None,
+        attempts: int | None = None,
     ) -> ResultInfo:
-        """Download ``url`` to ``dest`` atomically; FetchError says ``expired`` or ``permanent``."""
+        """Download ``url`` to ``dest`` atomically; FetchError says ``expired`` or ``permanent``.
+
+        ``attempts`` caps the tries below ``results.max_attempts`` (1 for a single-use result).
+        """
         try:
             parsed = self.policy.check_url(url)
         except UnsafeURLError as exc:
@@ -110,13 +119,14 @@ class ResultFetcher:
             raise
         expected = expected_sha256.strip().lower() if expected_sha256 else None
         started = time.monotonic()
-        for attempt in range(1, self.settings.max_attempts + 1):
+        tries = self.settings.max_attempts if attempts is None else attempts
+        for attempt in range(1, tries + 1):
             try:
                 info = await self._attempt(parsed, dest, expected)
             except _Transient as exc:
                 if self._closed:
                     raise FetchError("the result fetcher is shut down") from exc
-                if attempt == self.settings.max_attempts:
+                if attempt == tries:
                     raise FetchError(
                         f"fetching {describe_url(parsed)} failed {attempt} times: {exc.reason}",
                         retry_after=exc.retry_after,
@@ -242,6 +252,16 @@ class ResultFetcher:
                 raise FetchError(f"cannot write the result to {dest}: {exc.strerror}") from exc
             raise
         return ResultInfo(dest, sha256, size)
+
+
+def remove_partials(dest: Path) -> int:
+    """Delete what interrupted downloads to ``dest`` left beside it; how many were deleted."""
+    removed = 0
+    for part in dest.parent.glob(f".{glob_escape(dest.name)}.*.part"):
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+            removed += 1
+    return removed
 
 
 def _fsync_dir(path: Path) -> None:

@@ -6,27 +6,27 @@ import dataclasses
 import hashlib
 import json
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
 
 from receiver import tracing
-from receiver.errors import FetchError, ProviderError, RetryableError
+from receiver.errors import FetchError, ProviderError, ResultConsumedError, RetryableError
 from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
 from receiver.pipeline import failures
 from receiver.pipeline.confidence import job_confidence
+from receiver.pipeline.fetch import remove_partials
 from receiver.pipeline.fields import extract_fields, lowest
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from receiver.pipeline.fetch import ResultFetcher
     from receiver.providers.jobapi import JobAPI
-    from receiver.store import CompletionRow
+    from receiver.store import CompletionRow, Store
     from receiver.tracing import Span
 
 log = structlog.get_logger(__name__)
@@ -39,11 +39,18 @@ class Resolver:
     """Turns a leased completion into a Resolution, or raises RetryableError to try later."""
 
     def __init__(
-        self, apis: dict[str, JobAPI | None], fetcher: ResultFetcher | None, results_dir: Path
+        self,
+        apis: dict[str, JobAPI | None],
+        fetcher: ResultFetcher | None,
+        results_dir: Path,
+        *,
+        store: Store | None = None,
     ) -> None:
         self._apis = apis
         self._fetcher = fetcher
         self._dir = results_dir
+        self._store = store
+        """Records single-use fetches; without one, a single-use result is never requested."""
 
     def result_path(self, source: str, job_id: str) -> Path:
         return self._dir / safe_name(source) / f"{safe_name(job_id)}.result"
@@ -109,6 +116,8 @@ class Resolver:
                 error_code="no_fetcher",
                 error_where="fetch",
             )
+        if ref.single_use:
+            return await self._fetch_once(completion, ref, dest, self._fetcher)
         for refresh in range(MAX_URL_REFRESHES + 1):
             assert ref.url is not None
             span.set("jobhook.result.url_refreshes", refresh)
@@ -144,6 +153,78 @@ class Resolver:
                 found = _with_fields(found, await anyio.to_thread.run_sync(_read_json, info.path))
             return found
         raise RetryableError("unreachable")  # pragma: no cover
+
+    async def _fetch_once(
+        self, completion: CompletionRow, ref: ResultRef, dest: Path, fetcher: ResultFetcher
+    ) -> Resolution:
+        """A single-use result: the start of its one request committed first, then one try.
+
+        A start found committed already means an earlier request failed or was cut short
+        (a crash mid-download): the provider may have spent the result, so it is not asked
+        again and the completion fails with ``result_consumed``.
+        """
+        assert ref.url is not None
+        try:
+            fetcher.policy.check_url(ref.url)  # a refused URL was never requested
+        except FetchError as exc:
+            return _fetch_failed(completion, exc)
+        if self._store is None:
+            return _fetch_failed(
+                completion, ResultConsumedError("no store records its single request")
+            )
+        if not await self._store.start_result_fetch(completion.id, time.time()):
+            removed = await anyio.to_thread.run_sync(remove_partials, dest)
+            kept = await anyio.to_thread.run_sync(_kept, dest)
+            if kept is not None:  # fetched in full (renamed into place) before a crash
+                log.info("result_kept", source=completion.source, job_id=completion.job_id)
+                return await self._with_read_fields(kept)
+            log.warning("result_consumed", source=completion.source,
+                        job_id=completion.job_id, partial_files_removed=removed)  # fmt: skip
+            return _fetch_failed(
+                completion,
+                ResultConsumedError(
+                    "the single-use result was requested before (a download that failed or "
+                    "was interrupted) and is not asked for again"
+                ),
+            )
+        try:
+            info = await fetcher.fetch(ref.url, dest, expected_sha256=ref.sha256, attempts=1)
+        except FetchError as exc:
+            if not (exc.permanent or exc.expired):
+                exc = ResultConsumedError(f"the single-use result's one request failed: {exc}")
+            return _fetch_failed(completion, exc)
+        return await self._with_read_fields(Resolution(str(info.path), info.sha256, info.bytes))
+
+    @staticmethod
+    async def _with_read_fields(found: Resolution) -> Resolution:
+        if found.result_path is None or (found.result_bytes or 0) > MAX_FIELDS_BYTES:
+            return found
+        return _with_fields(
+            found, await anyio.to_thread.run_sync(_read_json, Path(found.result_path))
+        )
+
+
+def _kept(dest: Path) -> Resolution | None:
+    """A result file already in place (only a complete, checked download is renamed there)."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with dest.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        return None
+    return Resolution(str(dest), digest.hexdigest(), size)
+
+
+def _fetch_failed(completion: CompletionRow, exc: FetchError) -> Resolution:
+    log.warning("result_refused", source=completion.source, job_id=completion.job_id,
+                error=str(exc))  # fmt: skip
+    return Resolution(
+        error=f"result not fetched: {exc}",
+        error_code=failures.fetch_code(exc),
+        error_where="fetch",
+    )
 
 
 def _with(
@@ -193,11 +274,19 @@ def ref_to_json(ref: ResultRef | None) -> str | None:
     """How a result reference is kept in the store until the completion is resolved."""
     if ref is None:
         return None
-    return json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+    data = {"inline": ref.inline, "url": ref.url, "sha256": ref.sha256}
+    if ref.single_use:
+        data["single_use"] = True
+    return json.dumps(data)
 
 
 def ref_from_json(text: str | None) -> ResultRef | None:
     if not text:
         return None
     data = json.loads(text)
-    return ResultRef(inline=data.get("inline"), url=data.get("url"), sha256=data.get("sha256"))
+    return ResultRef(
+        inline=data.get("inline"),
+        url=data.get("url"),
+        sha256=data.get("sha256"),
+        single_use=data.get("single_use") is True,
+    )

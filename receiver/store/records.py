@@ -55,7 +55,10 @@ def completion_phase(event: Event, resolve: bool) -> tuple[str, str | None]:
     ref = event.result
     result_ref = None
     if ref is not None:
-        result_ref = json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+        data = {"inline": ref.inline, "url": ref.url, "sha256": ref.sha256}
+        if ref.single_use:  # only then: every other reference keeps the text it had
+            data["single_use"] = True
+        result_ref = json.dumps(data)
     return ("resolving" if resolve else "ready"), result_ref
 
 
