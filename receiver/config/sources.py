@@ -46,8 +46,10 @@ class SourceSettings(_Section):
     provider: str
     signature: str = "svix"
     webhook_mode: Literal["svix", "direct"] = "svix"
-    """Reducto only: ``direct`` takes its unsigned webhooks at ``/webhooks/NAME/TOKEN`` as hints
-    that send jobhook to the job API (see Security); ``svix`` (the default) verifies them."""
+    """``direct`` (a provider that sends unsigned callbacks: Reducto's direct webhooks, Docling
+    Serve, LlamaParse without a signing secret) takes them at ``/webhooks/NAME/TOKEN``, or at
+    ``/webhooks/NAME`` with ``direct_header``, as hints that send jobhook to the job API (see
+    Security); ``svix`` (the default) verifies signed webhooks with ``signature``'s scheme."""
     public_keys: tuple[str, ...] = ()
     """``whpk_`` ed25519 keys for Standard Webhooks ``v1a`` signatures (svix only)."""
     secrets: tuple[SecretValue, ...] = Field((), validate_default=True)
@@ -60,6 +62,12 @@ class SourceSettings(_Section):
     direct_tokens: tuple[SecretValue, ...] = ()
     """``webhook_mode = "direct"``: the secret path tokens of the webhook URL (at least 128 bits
     each, as ``secrets.token_urlsafe(32)`` makes them; several during a rotation)."""
+    direct_header: str | None = None
+    """``webhook_mode = "direct"``: a header the callbacks carry (set where the provider lets
+    the caller choose headers), holding one of ``direct_header_values``."""
+    direct_header_values: tuple[SecretValue, ...] = ()
+    """The secret values ``direct_header`` may hold (at least 128 bits each; several during a
+    rotation)."""
     direct_unknown_per_minute: int = Field(30, ge=0)
     """``webhook_mode = "direct"``: hints about jobs jobhook does not track that are looked up
     a minute at most; more are refused with 429, so a flood cannot spend the API's budget."""
@@ -117,7 +125,9 @@ class SourceSettings(_Section):
         cls, secrets: tuple[Secret, ...], info: ValidationInfo
     ) -> tuple[Secret, ...]:
         # public_keys is absent from info.data when it was refused: its own error suffices.
-        direct = info.data.get("webhook_mode") == "direct"
+        provider = PROVIDERS.get(info.data.get("provider", ""))
+        unsigned = provider is not None and provider.unsigned_only
+        direct = info.data.get("webhook_mode") == "direct" or unsigned
         if not secrets and not direct and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
                 "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
@@ -142,8 +152,21 @@ class SourceSettings(_Section):
             )
         if self.api_version is not None and self.provider != "knowhere":
             raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
+        if PROVIDERS[self.provider].unsigned_only and self.webhook_mode != "direct":
+            raise ValueError(
+                f"provider {self.provider!r} sends unsigned callbacks only: set "
+                'webhook_mode = "direct" with direct_tokens or direct_header (see Security)'
+            )
         if self.webhook_mode == "direct":
-            check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
-        elif self.direct_tokens:
-            raise ValueError("direct_tokens need webhook_mode = 'direct'")
+            check_direct(
+                self.provider,
+                self.api_base_url,
+                self.api_key,
+                self.direct_tokens,
+                hint_providers=[n for n, cls in PROVIDERS.items() if cls.hint_job_field],
+                header=self.direct_header,
+                header_values=self.direct_header_values,
+            )
+        elif self.direct_tokens or self.direct_header or self.direct_header_values:
+            raise ValueError("direct_tokens and direct_header need webhook_mode = 'direct'")
         return self

@@ -59,6 +59,12 @@ class Provider:
     auth_scheme: str = "Bearer "
     cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
     """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
+    hint_job_field: ClassVar[str | None] = None
+    """The field of an unsigned callback's JSON body that names the job: set by a provider
+    whose callbacks are taken as hints (``webhook_mode = "direct"``); None: it sends none."""
+    unsigned_only: ClassVar[bool] = False
+    """True for a provider that never signs its callbacks (Docling Serve): its sources take
+    them as hints only (``webhook_mode = "direct"``) and have no signing secret."""
 
     @classmethod
     def from_settings(

@@ -89,7 +89,7 @@ class App(Starlette):
     other request, and a webhook path the route would not match, goes through Starlette.
     """
 
-    webhook: webhooks.WebhookEndpoint | None = None
+    webhook: webhooks.WebhookEndpoint | direct.HeaderHints | None = None
     loop: asyncio.AbstractEventLoop | None = None
     """The loop the lifespan runs on, for ``stopping`` to reach from a signal handler."""
 
@@ -172,13 +172,20 @@ def create_app(
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
     hints = direct.DirectEndpoint(
         {
-            n: cfg.direct_tokens
+            n: direct.HintAuth(
+                sources[n].provider.hint_job_field or "job_id",
+                cfg.direct_tokens,
+                cfg.direct_header,
+                cfg.direct_header_values,
+            )
             for n, cfg in settings.sources.items()
             if cfg.webhook_mode == "direct"
         },
         settings.server.max_body_bytes,
         settings.server.body_timeout_seconds,
     )
+    # Sources whose hints come with a header share the signed sources' route.
+    entry = direct.HeaderHints(webhook, hints) if hints.by_header else webhook
     tracer = ops_tracing.build(settings.tracing, os.environ)  # None unless tracing is asked for
 
     @contextlib.asynccontextmanager
@@ -220,7 +227,7 @@ def create_app(
 
     app = App(
         routes=[
-            Route(WEBHOOKS + "{source}", webhook, methods=["POST"]),
+            Route(WEBHOOKS + "{source}", entry, methods=["POST"]),
             Route(WEBHOOKS + "{source}/{token}", hints.handle, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
@@ -232,7 +239,7 @@ def create_app(
         exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
         lifespan=_traced(tracer, lifespan),
     )
-    app.webhook = webhook
+    app.webhook = entry
     app.state.settings = settings
     app.state.sources = sources
     app.state.metrics = metrics
