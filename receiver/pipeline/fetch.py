@@ -33,7 +33,7 @@ from receiver.pipeline.urlsafety import URLPolicy, describe_url
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
     from types import TracebackType
 
     from receiver.config.settings import ResultsSettings
@@ -107,10 +107,12 @@ class ResultFetcher:
         *,
         expected_sha256: str | None = None,
         attempts: int | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> ResultInfo:
         """Download ``url`` to ``dest`` atomically; FetchError says ``expired`` or ``permanent``.
 
-        ``attempts`` caps the tries below ``results.max_attempts`` (1 for a single-use result).
+        ``attempts`` caps the tries below ``results.max_attempts`` (1 for a single-use result);
+        ``headers`` go to ``url``'s origin only, never to where it redirects elsewhere.
         """
         try:
             parsed = self.policy.check_url(url)
@@ -122,7 +124,7 @@ class ResultFetcher:
         tries = self.settings.max_attempts if attempts is None else attempts
         for attempt in range(1, tries + 1):
             try:
-                info = await self._attempt(parsed, dest, expected)
+                info = await self._attempt(parsed, dest, expected, headers)
             except _Transient as exc:
                 if self._closed:
                     raise FetchError("the result fetcher is shut down") from exc
@@ -167,10 +169,18 @@ class ResultFetcher:
             return retry_after
         return random.uniform(0, min(self._backoff_max, self._backoff_base * 2 ** (attempt - 1)))
 
-    async def _attempt(self, url: httpx.URL, dest: Path, expected: str | None) -> ResultInfo:
+    async def _attempt(
+        self,
+        url: httpx.URL,
+        dest: Path,
+        expected: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> ResultInfo:
         """One try: follow up to MAX_REDIRECTS redirects, each target checked, then save."""
+        origin = (url.scheme, url.host, url.port)
         for _ in range(MAX_REDIRECTS + 1):
-            exchange, head = await self._open(url)
+            same = (url.scheme, url.host, url.port) == origin
+            exchange, head = await self._open(url, headers if same else None)
             try:
                 if head.status not in REDIRECT_STATUSES:
                     self._check_status(head, url.host)
@@ -181,7 +191,9 @@ class ResultFetcher:
                 exchange.close()
         raise FetchError(f"more than {MAX_REDIRECTS} redirects from {describe_url(url)}")
 
-    async def _open(self, url: httpx.URL) -> tuple[Exchange, Head]:
+    async def _open(
+        self, url: httpx.URL, headers: Mapping[str, str] | None = None
+    ) -> tuple[Exchange, Head]:
         """Connect to a checked address of ``url``'s host, send the GET, read the head."""
         if self._closed:
             raise FetchError("the result fetcher is shut down")
@@ -194,7 +206,7 @@ class ResultFetcher:
                 raise
             raise _Transient(str(exc)) from exc
         tls = (self._tls or self._egress.ssl_context) if url.scheme == "https" else None
-        exchange = Exchange(sock, url, tls=tls, timeout=self.settings.read_timeout)
+        exchange = Exchange(sock, url, tls=tls, timeout=self.settings.read_timeout, headers=headers)
         self._exchanges.add(exchange)
         try:
             head = await on_thread(exchange.open, abort=exchange.abort)

@@ -117,12 +117,17 @@ class Resolver:
                 error_where="fetch",
             )
         if ref.single_use:
-            return await self._fetch_once(completion, ref, dest, self._fetcher)
+            return await self._fetch_once(completion, ref, dest, self._fetcher, api)
         for refresh in range(MAX_URL_REFRESHES + 1):
             assert ref.url is not None
             span.set("jobhook.result.url_refreshes", refresh)
             try:
-                info = await self._fetcher.fetch(ref.url, dest, expected_sha256=ref.sha256)
+                info = await self._fetcher.fetch(
+                    ref.url,
+                    dest,
+                    expected_sha256=ref.sha256,
+                    headers=api.result_headers(ref.url) if api is not None else None,
+                )
             except FetchError as exc:
                 if exc.permanent:
                     log.warning(
@@ -155,7 +160,12 @@ class Resolver:
         raise RetryableError("unreachable")  # pragma: no cover
 
     async def _fetch_once(
-        self, completion: CompletionRow, ref: ResultRef, dest: Path, fetcher: ResultFetcher
+        self,
+        completion: CompletionRow,
+        ref: ResultRef,
+        dest: Path,
+        fetcher: ResultFetcher,
+        api: JobAPI | None,
     ) -> Resolution:
         """A single-use result: the start of its one request committed first, then one try.
 
@@ -188,7 +198,10 @@ class Resolver:
                 ),
             )
         try:
-            info = await fetcher.fetch(ref.url, dest, expected_sha256=ref.sha256, attempts=1)
+            headers = api.result_headers(ref.url) if api is not None else None
+            info = await fetcher.fetch(
+                ref.url, dest, expected_sha256=ref.sha256, attempts=1, headers=headers
+            )
         except FetchError as exc:
             if not (exc.permanent or exc.expired):
                 exc = ResultConsumedError(f"the single-use result's one request failed: {exc}")
@@ -218,10 +231,13 @@ def _kept(dest: Path) -> Resolution | None:
 
 
 def _fetch_failed(completion: CompletionRow, exc: FetchError) -> Resolution:
+    """A single-use result that cannot be had: the completion fails (the provider's word,
+    ``success``, stays beside it), since no later attempt can have it either."""
     log.warning("result_refused", source=completion.source, job_id=completion.job_id,
                 error=str(exc))  # fmt: skip
     return Resolution(
         error=f"result not fetched: {exc}",
+        state=State.FAILED,
         error_code=failures.fetch_code(exc),
         error_where="fetch",
     )
@@ -238,7 +254,7 @@ def _with(
     return dataclasses.replace(
         resolution,
         error=resolution.error or error,
-        state=state,
+        state=resolution.state or state,
         provider_status=provider_status,
         error_code=resolution.error_code or error_code,
         error_where=resolution.error_where or error_where,

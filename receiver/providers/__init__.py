@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from receiver.providers.base import JobStatus, ListedJob, Provider, ResultRef
 from receiver.providers.docextract import DocExtract
+from receiver.providers.docling import Docling
 from receiver.providers.docurift import DocuRift
 from receiver.providers.generic import Generic
 from receiver.providers.knowhere import Knowhere
@@ -11,7 +12,7 @@ from receiver.providers.mapping import GenericSettings
 from receiver.providers.reducto import Reducto
 
 PROVIDERS: dict[str, type[Provider]] = {
-    cls.name: cls for cls in (Reducto, DocuRift, Knowhere, DocExtract, Generic)
+    cls.name: cls for cls in (Reducto, DocuRift, Knowhere, DocExtract, Generic, Docling)
 }
 
 __all__ = [
