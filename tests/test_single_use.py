@@ -14,6 +14,8 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from receiver.config.load import load_settings
+from receiver.service.app import create_app
 from tests.support import free_port, live_server
 from tests.test_crash import _start, _wait_ready
 
@@ -34,7 +36,8 @@ PIECE = 64 * 1024
 class SlowDocling:
     """Docling Serve's status and result routes; the result is served once, slowly."""
 
-    def __init__(self, *, pause: float = 0.05) -> None:
+    def __init__(self, *, pause: float = 0.05, answer: int = 200) -> None:
+        self.answer = answer
         self.result_requests = 0
         self.unauthenticated = 0
         self.streaming = asyncio.Event()
@@ -63,9 +66,11 @@ class SlowDocling:
         if not self._authorised(request):
             return JSONResponse({"detail": None}, status_code=401)
         self.result_requests += 1
-        if self.result_requests > 1:  # what a single-use result answers once it is spent
+        if self.result_requests > 1 or self.answer == 404:  # spent, or removed
             detail = "Task result not found. Please wait for a completion status."
             return JSONResponse({"detail": detail}, status_code=404)
+        if self.answer != 200:
+            return JSONResponse({"detail": "Internal Server Error"}, status_code=self.answer)
 
         async def body() -> AsyncIterator[bytes]:
             yield b'{"document":{"filename":"a.pdf","md_content":"'
@@ -161,3 +166,27 @@ async def test_a_single_use_result_is_requested_once_across_a_kill_9_mid_downloa
     assert completion["result"] is None
     assert list(partials.glob(".*.part")) == []
     assert not (partials / f"{TASK}.result").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [(500, "result_consumed"), (503, "result_consumed"), (404, "result_expired")],
+)
+async def test_a_single_use_result_whose_one_request_fails_is_not_asked_again(
+    tmp_path: Path, answer: int, code: str
+) -> None:
+    docling = SlowDocling(answer=answer)
+    done = tmp_path / "out" / "docling" / f"{TASK}.json"
+    async with live_server(docling.app) as docling_url:
+        settings = load_settings(_config(tmp_path, docling_url), environ={})
+        async with live_server(create_app(settings)) as url:
+            await _hint(url)
+            async with asyncio.timeout(20):
+                while not done.exists():
+                    await asyncio.sleep(0.02)
+            async with httpx.AsyncClient(headers={"Authorization": f"Bearer {ADMIN}"}) as client:
+                job = (await client.get(f"{url}/jobs/docling/{TASK}")).json()["job"]
+    assert docling.result_requests == 1  # a 5xx is retried for any other result
+    assert json.loads(done.read_text())["state"] == "failed"
+    assert job["failure"]["code"] == code

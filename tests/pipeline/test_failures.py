@@ -9,6 +9,7 @@ from receiver.errors import (
     DeliveryError,
     FetchError,
     ProviderError,
+    ResultConsumedError,
     ResultTooLargeError,
     UnsafeURLError,
 )
@@ -46,6 +47,7 @@ def test_any_other_handler_exception_is_handler_exception() -> None:
         (ResultTooLargeError("big"), "result_too_large"),
         (ChecksumError("sha"), "checksum_mismatch"),
         (FetchError("gone", expired=True), "result_expired"),
+        (ResultConsumedError("spent"), "result_consumed"),
         (FetchError("reset"), "fetch_failed"),
     ],
 )
