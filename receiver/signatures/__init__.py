@@ -1,4 +1,5 @@
-"""The signature schemes a source may use: Svix (the default) and the providers' own HMACs.
+"""The signature schemes a source may use: Svix (the default) and the providers' own HMACs
+(DocuRift's and DocExtract's in ``hmac``, LlamaCloud's ``LC-Signature`` in ``llamacloud``).
 
 ``build_verifier`` makes the verifier of a scheme; ``check_scheme`` says whether a provider may
 use it. The contract is in ``base``, Svix in ``svix``, the providers' HMACs in ``hmac``.
@@ -10,6 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from receiver.signatures.hmac import DocExtractVerifier, DocuRiftVerifier, check_hmac_secret
+from receiver.signatures.llamacloud import LlamaCloudVerifier
 from receiver.signatures.svix import SvixVerifier
 
 if TYPE_CHECKING:
@@ -22,15 +24,20 @@ __all__ = [
     "SCHEMES",
     "DocExtractVerifier",
     "DocuRiftVerifier",
+    "LlamaCloudVerifier",
     "SvixVerifier",
     "build_verifier",
     "check_hmac_secret",
     "check_scheme",
 ]
 
-SCHEMES = ("svix", "docurift", "docextract")
+SCHEMES = ("svix", "docurift", "docextract", "llamacloud")
 # Which providers may use a provider-specific scheme; svix is open to every provider.
-_PROVIDERS_OF = {"docurift": ("docurift", "generic"), "docextract": ("docextract", "generic")}
+_PROVIDERS_OF = {
+    "docurift": ("docurift", "generic"),
+    "docextract": ("docextract", "generic"),
+    "llamacloud": ("generic",),
+}
 
 
 def check_scheme(scheme: str, provider: str | None) -> None:
@@ -63,4 +70,6 @@ def build_verifier(
         return DocuRiftVerifier(secrets, clock=clock)
     if scheme == "docextract":
         return DocExtractVerifier(secrets)
+    if scheme == "llamacloud":
+        return LlamaCloudVerifier(secrets)
     raise ValueError(f"unknown signature scheme {scheme!r}")
