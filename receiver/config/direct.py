@@ -47,8 +47,9 @@ def check_direct(
     _strong("direct_tokens", tokens)
     if header is not None:
         if not _HEADER.match(header) or header.lower() in TAKEN_HEADERS:
-            raise ValueError(
-                f"direct_header {header!r}: use a header name of your own, like X-Jobhook-Token"
+            raise ValueError(  # the value is not echoed: it may be anything
+                "direct_header: use a header name of your own, like X-Jobhook-Token (not "
+                "Authorization, Cookie, Host or a content header)"
             )
         if not header_values:
             raise ValueError("direct_header needs at least one direct_header_values entry")
