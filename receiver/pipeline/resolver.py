@@ -13,7 +13,13 @@ import anyio
 import structlog
 
 from receiver import tracing
-from receiver.errors import FetchError, ProviderError, ResultConsumedError, RetryableError
+from receiver.errors import (
+    ChecksumError,
+    FetchError,
+    ProviderError,
+    ResultConsumedError,
+    RetryableError,
+)
 from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
 from receiver.pipeline import failures
@@ -203,7 +209,7 @@ class Resolver:
                 ref.url, dest, expected_sha256=ref.sha256, attempts=1, headers=headers
             )
         except FetchError as exc:
-            if not (exc.permanent or exc.expired):
+            if not (exc.permanent or exc.expired or isinstance(exc, ChecksumError)):
                 exc = ResultConsumedError(f"the single-use result's one request failed: {exc}")
             return _fetch_failed(completion, exc)
         return await self._with_read_fields(Resolution(str(info.path), info.sha256, info.bytes))
