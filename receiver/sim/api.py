@@ -134,7 +134,7 @@ def base_url(request: Request) -> str:
 async def _job(request: Request, sim: Simulator) -> tuple[Response, Reason]:
     job = sim.jobs.get(request.path_params["job_id"])
     if job is None:
-        return _error(sim, 404, "not_found", "Job not found"), "not_found"
+        return _error(sim, 404, "not_found", sim.shape.not_found), "not_found"
     if sim.shape.long_poll:
         await _long_poll(request, sim, job)
     snap = job.snapshot(sim.clock.time())
@@ -168,7 +168,7 @@ async def _result(request: Request, sim: Simulator) -> tuple[Response, Reason]:
     """The result the job API serves itself; a single-use one is removed after its first fetch."""
     job = sim.jobs.get(request.path_params["job_id"])
     if job is None:
-        return _error(sim, 404, "not_found", "Task not found."), "not_found"
+        return _error(sim, 404, "not_found", sim.shape.not_found), "not_found"
     now = sim.clock.time()
     removal = sim.shape.result_removal
     gone = (removal is not None and job.result_fetched_at is not None

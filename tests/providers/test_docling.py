@@ -18,6 +18,8 @@ from receiver.models import State
 from receiver.providers import get_provider
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
+from receiver.sim.clock import ManualClock
+from receiver.sim.shapes.docling import RESULT_REMOVAL
 from tests.support import live_server
 
 if TYPE_CHECKING:
@@ -246,3 +248,33 @@ def test_status_words_progress_and_partial_success_are_read_from_the_status_answ
     assert (running.progress.done, running.progress.total) == (1, 4)
     assert docling.auth_headers("k") == {"X-Api-Key": "k"}
     assert docling.job_path("a/b") == "/v1/status/poll/a%2Fb"
+
+
+async def test_the_simulator_serves_a_result_until_its_removal_after_the_first_fetch() -> None:
+    clock = ManualClock(1_790_000_000.0)
+    sim = Simulator("docling", api_key=API_KEY, duration=1.0, clock=clock)
+    (task_id,) = sim.create_jobs(1)
+    async with (
+        live_server(build_app(sim)) as sim_url,
+        httpx.AsyncClient(base_url=sim_url, headers={"X-Api-Key": API_KEY}) as client,
+    ):
+        early = await client.get(f"/v1/result/{task_id}")
+        clock.advance(2.0)
+        status = (await client.get(f"/v1/status/poll/{task_id}")).json()
+        first = await client.get(f"/v1/result/{task_id}")
+        clock.advance(RESULT_REMOVAL - 1)
+        second = await client.get(f"/v1/result/{task_id}")
+        clock.advance(2.0)
+        gone = await client.get(f"/v1/result/{task_id}")
+        keyless = await client.get(f"/v1/result/{task_id}", headers={"X-Api-Key": ""})
+        unknown = await client.get("/v1/status/poll/no-such-task")
+        bad_wait = await client.get(f"/v1/status/poll/{task_id}", params={"wait": "999"})
+    assert early.status_code == 404
+    assert status["task_status"] == "success"
+    assert first.status_code == second.status_code == 200
+    assert json.loads(first.content)["status"] == "success"
+    assert gone.status_code == 404
+    assert gone.json()["detail"].startswith("Task result not found.")
+    assert keyless.status_code == 401
+    assert (unknown.status_code, unknown.json()) == (404, {"detail": "Task not found."})
+    assert bad_wait.status_code == 400

@@ -119,6 +119,8 @@ class Shape:
     """A route of the job API that serves a finished job's result itself (behind the API key)."""
     result_removal: ClassVar[float | None] = None
     """Seconds after its first fetch that a result served at ``result_route`` is removed."""
+    not_found: ClassVar[str] = "Job not found"
+    """What the job route answers (404) about a job it does not know."""
     long_poll: ClassVar[bool] = False
     """Whether the job route takes ``?wait=SECONDS`` and answers once the job ends, or then."""
 

@@ -35,6 +35,7 @@ class Docling(Shape):
     result_route = "/v1/result/{job_id}"
     result_removal = RESULT_REMOVAL
     long_poll = True
+    not_found = "Task not found."
     webhook_on_running = True
     running = (Phase("pending", "queued", 0.0), Phase("started", "running", 0.1))
     succeeded = Phase("success", "succeeded", 1.0)
