@@ -37,6 +37,8 @@ DRIVERS: dict[str, Opener] = {
                                      webhook_word="/data/status", webhook_metadata=NONE),
     "generic": lambda: sim_driver("knowhere", generic_for("knowhere"), webhook_metadata=NONE),
     "generic-as-reducto": lambda: sim_driver("reducto", generic_for("reducto")),
+    "docling": lambda: sim_driver("docling", get_provider("docling"), job_word="/task_status",
+                                  webhook_word="/progress/kind", webhook_metadata=NONE),
 }  # fmt: skip
 
 
