@@ -17,6 +17,7 @@
                ├── UnsafeURLError    a result URL is not allowed: never retried
                ├── ResultTooLargeError  the result exceeds ``results.max_bytes``: never retried
                ├── ResultDiskFullError  ``results.dir`` has no space left: retried until it has
+               ├── ResultConsumedError  a single-use result was requested before: never again
                └── ChecksumError     the result's sha256 is not the one the provider gave
 
 Third-party errors are translated once, where they enter (``raise ... from exc``).
@@ -118,6 +119,13 @@ class ResultTooLargeError(FetchError):
 class ResultDiskFullError(FetchError):
     """``results.dir`` ran out of space (or quota) while writing a result: the partial file is
     removed and the completion is resolved again later, however long the disk stays full."""
+
+
+class ResultConsumedError(FetchError):
+    """A single-use result's one request was made before (a failed or interrupted download):
+    asking again would be refused or, worse, served to nobody; the completion fails."""
+
+    permanent = True
 
 
 class ChecksumError(FetchError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -12,15 +13,15 @@ from click.testing import CliRunner
 from receiver.cli.main import main
 from receiver.config.load import load_settings
 from receiver.models import Event, State
+from receiver.ops.quality import JOBHOOK_CODES
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
 from tests.support import SECRET, free_port, live_server
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from receiver.config.settings import Settings
 
+REPO = Path(__file__).resolve().parent.parent
 API_KEY = "sim-key-123"
 TOKEN = "admin-token-e770c0de42"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -109,3 +110,10 @@ def test_a_code_the_provider_does_not_document_is_refused() -> None:
     sim = Simulator("reducto", api_key=API_KEY)
     with pytest.raises(ValueError, match="reducto error codes are"):
         sim.create_jobs(1, outcome="failed", error_code="NOT_A_CODE")
+
+
+def test_jobhook_codes_of_a_result_that_cannot_be_had_are_labelled_and_documented() -> None:
+    table = (REPO / "docs" / "admin-api.md").read_text(encoding="utf-8")
+    for code in ("result_expired", "result_consumed"):
+        assert code in JOBHOOK_CODES
+        assert f"`{code}`" in table

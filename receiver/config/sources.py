@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_va
 from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.errors import ProviderLoadError
-from receiver.providers import Provider, provider_class
+from receiver.providers import PROVIDERS, Provider, provider_class
 from receiver.providers.azure import AzureOptions
 from receiver.providers.google import GcpOptions
 from receiver.providers.mapping import GenericSettings
@@ -52,8 +52,10 @@ class SourceSettings(_Section):
     ``"package.module:attr"`` naming a ``Provider`` subclass (see Write a provider)."""
     signature: str = "svix"
     webhook_mode: Literal["svix", "direct"] = "svix"
-    """Reducto only: ``direct`` takes its unsigned webhooks at ``/webhooks/NAME/TOKEN`` as hints
-    that send jobhook to the job API (see Security); ``svix`` (the default) verifies them."""
+    """``direct`` (a provider that sends unsigned callbacks: Reducto's direct webhooks, Docling
+    Serve, LlamaParse without a signing secret) takes them at ``/webhooks/NAME/TOKEN``, or at
+    ``/webhooks/NAME`` with ``direct_header``, as hints that send jobhook to the job API (see
+    Security); ``svix`` (the default) verifies signed webhooks with ``signature``'s scheme."""
     public_keys: tuple[str, ...] = ()
     """``whpk_`` ed25519 keys for Standard Webhooks ``v1a`` signatures (svix only)."""
     secrets: tuple[SecretValue, ...] = Field((), validate_default=True)
@@ -68,6 +70,12 @@ class SourceSettings(_Section):
     direct_tokens: tuple[SecretValue, ...] = ()
     """``webhook_mode = "direct"``: the secret path tokens of the webhook URL (at least 128 bits
     each, as ``secrets.token_urlsafe(32)`` makes them; several during a rotation)."""
+    direct_header: str | None = None
+    """``webhook_mode = "direct"``: a header the callbacks carry (set where the provider lets
+    the caller choose headers), holding one of ``direct_header_values``."""
+    direct_header_values: tuple[SecretValue, ...] = ()
+    """The secret values ``direct_header`` may hold (at least 128 bits each; several during a
+    rotation)."""
     direct_unknown_per_minute: int = Field(30, ge=0)
     """``webhook_mode = "direct"``: hints about jobs jobhook does not track that are looked up
     a minute at most; more are refused with 429, so a flood cannot spend the API's budget."""
@@ -162,7 +170,6 @@ class SourceSettings(_Section):
         cls, secrets: tuple[Secret, ...], info: ValidationInfo
     ) -> tuple[Secret, ...]:
         # public_keys is absent from info.data when it was refused: its own error suffices.
-        direct = info.data.get("webhook_mode") == "direct"
         if info.data.get("signature") == "sns":
             if secrets:
                 raise ValueError(
@@ -177,6 +184,8 @@ class SourceSettings(_Section):
                     f"provider {provider.name!r} sends no webhooks: it needs no secrets"
                 )
             return secrets
+        unsigned = provider is not None and provider.unsigned_only
+        direct = info.data.get("webhook_mode") == "direct" or unsigned
         if not secrets and not direct and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
                 "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
@@ -215,14 +224,28 @@ class SourceSettings(_Section):
         if self.provider == "google-docai" and self.api_key is not None:
             raise ValueError("provider 'google-docai' signs with [sources.NAME.gcp] credentials "
                              "(a service-account key), not an api_key")  # fmt: skip
-        table_name = provider_class(self.provider).table_name  # the field check found it
+        found = provider_class(self.provider)  # the field check found it
+        table_name = found.table_name
         for name in ("azure", "gcp"):
             if getattr(self, name) is not None and name != table_name:
                 raise ValueError(f"an {name} table is not for provider {self.provider!r}")
+        if found.unsigned_only and self.webhook_mode != "direct":
+            raise ValueError(
+                f"provider {self.provider!r} sends unsigned callbacks only: set "
+                'webhook_mode = "direct" with direct_tokens or direct_header (see Security)'
+            )
         if self.webhook_mode == "direct":
-            check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
-        elif self.direct_tokens:
-            raise ValueError("direct_tokens need webhook_mode = 'direct'")
+            check_direct(
+                self.provider,
+                self.api_base_url,
+                self.api_key,
+                self.direct_tokens,
+                hint_providers=_hint_providers(self.provider, found),
+                header=self.direct_header,
+                header_values=self.direct_header_values,
+            )
+        elif self.direct_tokens or self.direct_header or self.direct_header_values:
+            raise ValueError("direct_tokens and direct_header need webhook_mode = 'direct'")
         return self
 
 
@@ -234,3 +257,12 @@ def _found(name: object) -> type[Provider] | None:
         return provider_class(name)
     except ProviderLoadError:
         return None
+
+
+def _hint_providers(name: str, found: type[Provider]) -> list[str]:
+    """The providers whose unsigned callbacks may be hints: the built-in ones that name a job
+    in them, and ``name`` (a third-party provider too) when its class does."""
+    names = [builtin for builtin, cls in PROVIDERS.items() if cls.hint_job_field]
+    if found.hint_job_field and name not in names:
+        names.append(name)
+    return names

@@ -1,12 +1,14 @@
-"""``POST /webhooks/{source}/{token}``: Reducto's direct webhooks, taken as hints only.
+"""Unsigned callbacks, taken as hints only: Reducto's direct webhooks, Docling Serve's and
+LlamaParse's (without a signing secret) callbacks.
 
-A direct webhook is an unsigned POST of ``{status, job_id, metadata}``: anyone who learns the
-URL can send one. So the body is never believed. The URL's secret path token (compared in
-constant time) keeps strangers out; what passes is reduced to "look at job X soon", and the
-job's truth comes from the provider's job API (``GET /job/{id}``, within the source's rate
-budget), after which the job proceeds as if polled. Hints for the same job collapse while one
-waits, and hints for jobs jobhook does not track are looked up only ``unknown_per_minute``
-times a minute, so a flood of made-up ids cannot spend the provider's rate limit.
+Such a callback is an unsigned POST naming a job: anyone who learns where it goes can send one.
+So the body is never believed. A secret path token (``POST /webhooks/{source}/{token}``) or a
+secret header value (``POST /webhooks/{source}`` with ``direct_header``), compared in constant
+time with every configured value, keeps strangers out; what passes is reduced to "look at job X
+soon", and the job's truth comes from the provider's job API (within the source's rate budget),
+after which the job proceeds as if polled. Hints for the same job collapse while one waits, and
+hints for jobs jobhook does not track are looked up only ``unknown_per_minute`` times a minute,
+so a flood of made-up ids cannot spend the provider's rate limit.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import contextlib
 import hmac
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import structlog
+from starlette.requests import Request as StarletteRequest
 from starlette.responses import JSONResponse
 
 from receiver.errors import (
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
     from starlette.responses import Response
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from receiver.intake.ingest import Ingestor
     from receiver.providers.jobapi import JobAPI
@@ -162,23 +167,47 @@ class DirectHints:
                 log.exception("direct_hints_step_failed")
 
 
+@dataclass(frozen=True, slots=True)
+class HintAuth:
+    """How one source's callbacks prove they come from where its jobs were sent."""
+
+    job_field: str
+    """The body's field naming the job (the provider's ``hint_job_field``)."""
+    tokens: Sequence[Secret] = ()
+    header: str | None = None
+    header_values: Sequence[Secret] = ()
+
+
 class DirectEndpoint:
-    """The route: the token, then a capped body holding a job id; 202 once the hint is queued."""
+    """The route: the token or header, then a capped body naming a job; 202 once it is queued."""
 
     def __init__(
-        self, tokens: Mapping[str, Sequence[Secret]], max_body_bytes: int, body_timeout: float
+        self, auth: Mapping[str, HintAuth], max_body_bytes: int, body_timeout: float
     ) -> None:
-        self.tokens = tokens
+        self.auth = auth
         self.max_body_bytes = max_body_bytes
         self.deadlines = BodyDeadlines(body_timeout)
         self.hints: DirectHints | None = None
+        self.by_header = frozenset(name for name, a in auth.items() if a.header is not None)
+        """The sources whose hints come to ``/webhooks/{source}`` with a header."""
 
     async def handle(self, request: Request) -> Response:
-        """The route's endpoint."""
+        """The route's endpoint (a token in the path, or a header on the source's own route)."""
         name: str = request.path_params["source"]
-        tokens = self.tokens.get(name)
+        auth = self.auth.get(name)
+        token = request.path_params.get("token")
+        if token is None:
+            presented = request.headers.get(auth.header) if auth and auth.header else None
+            valid = auth is not None and token_matches(presented or "", auth.header_values)
+        else:
+            valid = auth is not None and token_matches(token, auth.tokens)
         # A wrong token looks like a URL that does not exist, and is never logged.
-        if tokens is None or not token_matches(request.path_params["token"], tokens):
+        if auth is None or not valid:
+            if token is None and auth is not None:
+                raise VerificationError(
+                    "invalid_token", "the callback does not carry a configured header value",
+                    status_code=401,
+                )  # fmt: skip
             raise UnknownSourceError("unknown_source", f"no source named {name!r}")
         body = await read_body(
             request.receive, request.headers, self.max_body_bytes, self.deadlines
@@ -186,9 +215,11 @@ class DirectEndpoint:
         if body is None:
             return JSONResponse({"error": "no_body"}, status_code=400)
         payload = parse_json(body)
-        job_id = payload.get("job_id") if isinstance(payload, dict) else None
+        job_id = payload.get(auth.job_field) if isinstance(payload, dict) else None
         if not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_JOB_ID:
-            raise PayloadError("invalid_payload", "field 'job_id' is missing or not a job id")
+            raise PayloadError(
+                "invalid_payload", f"field {auth.job_field!r} is missing or not a job id"
+            )
         if self.hints is None:
             raise StoreUnavailableError("the service is starting")
         outcome = await self.hints.offer(name, job_id)
@@ -200,3 +231,19 @@ class DirectEndpoint:
                 headers={"Retry-After": "60"},
             )
         return JSONResponse({"status": "hinted", "job_id": job_id}, status_code=202)
+
+
+class HeaderHints:
+    """``/webhooks/{source}`` as an ASGI app: a source whose hints come with a header is
+    answered by the hint endpoint, every other by the signed webhook endpoint as before."""
+
+    def __init__(self, webhook: ASGIApp, hints: DirectEndpoint) -> None:
+        self.webhook = webhook
+        self.hints = hints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("path_params", {}).get("source") in self.hints.by_header:
+            response = await self.hints.handle(StarletteRequest(scope, receive))
+            await response(scope, receive, send)
+            return
+        await self.webhook(scope, receive, send)

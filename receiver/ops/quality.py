@@ -38,8 +38,8 @@ FAILED_OUTCOMES = frozenset({"failed", "cancelled", "expired", "unresolved"})
 """Outcomes counted in ``jobhook_jobs_failed_total`` too (``GET /jobs/stats`` counts the same)."""
 JOBHOOK_CODES = frozenset({
     "provider_failed", "provider_cancelled", "provider_expired", "job_not_found",
-    "confirm_timeout", "result_expired", "result_too_large", "checksum_mismatch", "unsafe_url",
-    "fetch_failed", "disk_full", "no_fetcher", "resolve_failed",
+    "confirm_timeout", "result_expired", "result_consumed", "result_too_large",
+    "checksum_mismatch", "unsafe_url", "fetch_failed", "disk_full", "no_fetcher", "resolve_failed",
 })  # fmt: skip
 """jobhook's own codes of a failed job (receiver.pipeline.failures): always a label of their own."""
 MAX_PROVIDER_CODES = 50

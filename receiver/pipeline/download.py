@@ -28,7 +28,7 @@ from receiver.pipeline.urlsafety import default_port, scheme_port
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import BinaryIO
 
     import httpx
@@ -75,9 +75,17 @@ class Exchange:
     ``abort``, which any thread may call to end a blocked one, and ``close``."""
 
     def __init__(
-        self, sock: socket.socket, url: httpx.URL, *, tls: ssl.SSLContext | None, timeout: float
+        self,
+        sock: socket.socket,
+        url: httpx.URL,
+        *,
+        tls: ssl.SSLContext | None,
+        timeout: float,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self._url = url
+        self._headers = headers or {}
+        """Sent besides the usual ones (the job API's key for a result it serves itself)."""
         self._tls = tls
         self._timeout = timeout
         self._lock = threading.Lock()
@@ -101,6 +109,7 @@ class Exchange:
             self._conn = _Connection(sock, url.host, default_port(url), scheme_port(url.scheme))
             target = url.raw_path.decode("ascii")
             headers = {"User-Agent": USER_AGENT, "Accept": "*/*", "Connection": "close"}
+            headers.update(self._headers)
             self._conn.request("GET", target, headers=headers)  # Accept-Encoding: identity
             self._response = response = self._conn.getresponse()
         except (OSError, http.client.HTTPException) as exc:

@@ -4,8 +4,8 @@ A code is the provider's own where it sends one (``DOCUMENT_CORRUPT``), else job
 
     provider   provider_failed, provider_cancelled, provider_expired (the state, no code given),
                job_not_found, confirm_timeout (the job API never confirmed in time)
-    fetch      result_expired, result_too_large, checksum_mismatch, unsafe_url, fetch_failed,
-               disk_full (retried, never final), no_fetcher, resolve_failed
+    fetch      result_expired, result_consumed, result_too_large, checksum_mismatch, unsafe_url,
+               fetch_failed, disk_full (retried, never final), no_fetcher, resolve_failed
     handler    http_5xx, http_4xx, http_3xx, connect_error, http_error, timeout,
                handler_exception, handler_missing
 
@@ -22,6 +22,7 @@ from receiver.errors import (
     DeliveryError,
     FetchError,
     ProviderError,
+    ResultConsumedError,
     ResultDiskFullError,
     ResultTooLargeError,
     UnsafeURLError,
@@ -53,6 +54,8 @@ def fetch_code(exc: FetchError) -> str:
     """jobhook's code for a download that failed."""
     if isinstance(exc, UnsafeURLError):
         return "unsafe_url"
+    if isinstance(exc, ResultConsumedError):
+        return "result_consumed"
     if isinstance(exc, ResultTooLargeError):
         return "result_too_large"
     if isinstance(exc, ChecksumError):

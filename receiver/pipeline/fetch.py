@@ -17,6 +17,7 @@ import os
 import random
 import tempfile
 import time
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,7 @@ from receiver.pipeline.urlsafety import URLPolicy, describe_url
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
     from types import TracebackType
 
     from receiver.config.settings import ResultsSettings
@@ -112,9 +113,19 @@ class ResultFetcher:
         await self.aclose()
 
     async def fetch(
-        self, url: str, dest: Path, *, expected_sha256: str | None = None
+        self,
+        url: str,
+        dest: Path,
+        *,
+        expected_sha256: str | None = None,
+        attempts: int | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> ResultInfo:
-        """Download ``url`` to ``dest`` atomically; FetchError says ``expired`` or ``permanent``."""
+        """Download ``url`` to ``dest`` atomically; FetchError says ``expired`` or ``permanent``.
+
+        ``attempts`` caps the tries below ``results.max_attempts`` (1 for a single-use result);
+        ``headers`` go to ``url``'s origin only, never to where it redirects elsewhere.
+        """
         try:
             parsed = self.policy.check_url(url)
         except UnsafeURLError as exc:
@@ -123,22 +134,30 @@ class ResultFetcher:
             raise
         expected = expected_sha256.strip().lower() if expected_sha256 else None
         try:
-            return await self._fetch(parsed, dest, expected)
+            return await self._fetch(parsed, dest, expected, attempts, headers)
         except FetchError as exc:
             self.failures[failures.fetch_code(exc)] += 1
             if isinstance(exc, ResultDiskFullError):
                 log.error("result_disk_full", dir=str(dest.parent), error=str(exc))
             raise
 
-    async def _fetch(self, parsed: httpx.URL, dest: Path, expected: str | None) -> ResultInfo:
+    async def _fetch(
+        self,
+        parsed: httpx.URL,
+        dest: Path,
+        expected: str | None,
+        attempts: int | None,
+        headers: Mapping[str, str] | None,
+    ) -> ResultInfo:
         started = time.monotonic()
-        for attempt in range(1, self.settings.max_attempts + 1):
+        tries = self.settings.max_attempts if attempts is None else attempts
+        for attempt in range(1, tries + 1):
             try:
-                info = await self._attempt(parsed, dest, expected)
+                info = await self._attempt(parsed, dest, expected, headers)
             except _Transient as exc:
                 if self._closed:
                     raise FetchError("the result fetcher is shut down") from exc
-                if attempt == self.settings.max_attempts:
+                if attempt == tries:
                     raise FetchError(
                         f"fetching {describe_url(parsed)} failed {attempt} times: {exc.reason}",
                         retry_after=exc.retry_after,
@@ -179,10 +198,18 @@ class ResultFetcher:
             return retry_after
         return random.uniform(0, min(self._backoff_max, self._backoff_base * 2 ** (attempt - 1)))
 
-    async def _attempt(self, url: httpx.URL, dest: Path, expected: str | None) -> ResultInfo:
+    async def _attempt(
+        self,
+        url: httpx.URL,
+        dest: Path,
+        expected: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> ResultInfo:
         """One try: follow up to MAX_REDIRECTS redirects, each target checked, then save."""
+        origin = (url.scheme, url.host, url.port)
         for _ in range(MAX_REDIRECTS + 1):
-            exchange, head = await self._open(url)
+            same = (url.scheme, url.host, url.port) == origin
+            exchange, head = await self._open(url, headers if same else None)
             try:
                 if head.status not in REDIRECT_STATUSES:
                     self._check_status(head, url.host)
@@ -193,7 +220,9 @@ class ResultFetcher:
                 exchange.close()
         raise FetchError(f"more than {MAX_REDIRECTS} redirects from {describe_url(url)}")
 
-    async def _open(self, url: httpx.URL) -> tuple[Exchange, Head]:
+    async def _open(
+        self, url: httpx.URL, headers: Mapping[str, str] | None = None
+    ) -> tuple[Exchange, Head]:
         """Connect to a checked address of ``url``'s host, send the GET, read the head."""
         if self._closed:
             raise FetchError("the result fetcher is shut down")
@@ -206,7 +235,7 @@ class ResultFetcher:
                 raise
             raise _Transient(str(exc)) from exc
         tls = (self._tls or self._egress.ssl_context) if url.scheme == "https" else None
-        exchange = Exchange(sock, url, tls=tls, timeout=self.settings.read_timeout)
+        exchange = Exchange(sock, url, tls=tls, timeout=self.settings.read_timeout, headers=headers)
         self._exchanges.add(exchange)
         try:
             head = await on_thread(exchange.open, abort=exchange.abort)
@@ -272,6 +301,16 @@ def _write_error(dest: Path, exc: OSError) -> FetchError:
     if exc.errno in NO_SPACE:
         return ResultDiskFullError(message)
     return FetchError(message)
+
+
+def remove_partials(dest: Path) -> int:
+    """Delete what interrupted downloads to ``dest`` left beside it; how many were deleted."""
+    removed = 0
+    for part in dest.parent.glob(f".{glob_escape(dest.name)}.*.part"):
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+            removed += 1
+    return removed
 
 
 def _fsync_dir(path: Path) -> None:

@@ -6,28 +6,34 @@ import dataclasses
 import hashlib
 import json
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
 
 from receiver import tracing
-from receiver.errors import FetchError, ProviderError, RetryableError
+from receiver.errors import (
+    ChecksumError,
+    FetchError,
+    ProviderError,
+    ResultConsumedError,
+    RetryableError,
+)
 from receiver.files import atomic_write, safe_name
 from receiver.models import ResultRef, State
 from receiver.pipeline import failures
 from receiver.pipeline.confidence import job_confidence
+from receiver.pipeline.fetch import remove_partials
 from receiver.pipeline.fields import extract_fields, lowest
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
 from receiver.store.records import result_ref_json
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from receiver.pipeline.fetch import ResultFetcher
     from receiver.providers.jobapi import JobAPI
-    from receiver.store import CompletionRow
+    from receiver.store import CompletionRow, Store
     from receiver.tracing import Span
 
 log = structlog.get_logger(__name__)
@@ -40,11 +46,18 @@ class Resolver:
     """Turns a leased completion into a Resolution, or raises RetryableError to try later."""
 
     def __init__(
-        self, apis: dict[str, JobAPI | None], fetcher: ResultFetcher | None, results_dir: Path
+        self,
+        apis: dict[str, JobAPI | None],
+        fetcher: ResultFetcher | None,
+        results_dir: Path,
+        *,
+        store: Store | None = None,
     ) -> None:
         self._apis = apis
         self._fetcher = fetcher
         self._dir = results_dir
+        self._store = store
+        """Records single-use fetches; without one, a single-use result is never requested."""
 
     def result_path(self, source: str, job_id: str) -> Path:
         return self._dir / safe_name(source) / f"{safe_name(job_id)}.result"
@@ -137,11 +150,18 @@ class Resolver:
                 error_code="no_fetcher",
                 error_where="fetch",
             )
+        if ref.single_use:
+            return await self._fetch_once(completion, ref, dest, self._fetcher, api)
         for refresh in range(MAX_URL_REFRESHES + 1):
             assert ref.url is not None
             span.set("jobhook.result.url_refreshes", refresh)
             try:
-                info = await self._fetcher.fetch(ref.url, dest, expected_sha256=ref.sha256)
+                info = await self._fetcher.fetch(
+                    ref.url,
+                    dest,
+                    expected_sha256=ref.sha256,
+                    headers=api.result_headers(ref.url) if api is not None else None,
+                )
             except FetchError as exc:
                 if exc.permanent:
                     log.warning(
@@ -173,6 +193,89 @@ class Resolver:
             return found
         raise RetryableError("unreachable")  # pragma: no cover
 
+    async def _fetch_once(
+        self,
+        completion: CompletionRow,
+        ref: ResultRef,
+        dest: Path,
+        fetcher: ResultFetcher,
+        api: JobAPI | None,
+    ) -> Resolution:
+        """A single-use result: the start of its one request committed first, then one try.
+
+        A start found committed already means an earlier request failed or was cut short
+        (a crash mid-download): the provider may have spent the result, so it is not asked
+        again and the completion fails with ``result_consumed``.
+        """
+        assert ref.url is not None
+        try:
+            fetcher.policy.check_url(ref.url)  # a refused URL was never requested
+        except FetchError as exc:
+            return _fetch_failed(completion, exc)
+        if self._store is None:
+            return _fetch_failed(
+                completion, ResultConsumedError("no store records its single request")
+            )
+        if not await self._store.start_result_fetch(completion.id, time.time()):
+            removed = await anyio.to_thread.run_sync(remove_partials, dest)
+            kept = await anyio.to_thread.run_sync(_kept, dest)
+            if kept is not None:  # fetched in full (renamed into place) before a crash
+                log.info("result_kept", source=completion.source, job_id=completion.job_id)
+                return await self._with_read_fields(kept)
+            log.warning("result_consumed", source=completion.source,
+                        job_id=completion.job_id, partial_files_removed=removed)  # fmt: skip
+            return _fetch_failed(
+                completion,
+                ResultConsumedError(
+                    "the single-use result was requested before (a download that failed or "
+                    "was interrupted) and is not asked for again"
+                ),
+            )
+        try:
+            headers = api.result_headers(ref.url) if api is not None else None
+            info = await fetcher.fetch(
+                ref.url, dest, expected_sha256=ref.sha256, attempts=1, headers=headers
+            )
+        except FetchError as exc:
+            if not (exc.permanent or exc.expired or isinstance(exc, ChecksumError)):
+                exc = ResultConsumedError(f"the single-use result's one request failed: {exc}")
+            return _fetch_failed(completion, exc)
+        return await self._with_read_fields(Resolution(str(info.path), info.sha256, info.bytes))
+
+    @staticmethod
+    async def _with_read_fields(found: Resolution) -> Resolution:
+        if found.result_path is None or (found.result_bytes or 0) > MAX_FIELDS_BYTES:
+            return found
+        return _with_fields(
+            found, await anyio.to_thread.run_sync(_read_json, Path(found.result_path))
+        )
+
+
+def _kept(dest: Path) -> Resolution | None:
+    """A result file already in place (only a complete, checked download is renamed there)."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with dest.open("rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        return None
+    return Resolution(str(dest), digest.hexdigest(), size)
+
+
+def _fetch_failed(completion: CompletionRow, exc: FetchError) -> Resolution:
+    """A single-use result that cannot be had: the completion fails (the provider's word,
+    ``success``, stays beside it), since no later attempt can have it either."""
+    log.warning("result_refused", source=completion.source, job_id=completion.job_id,
+                error=str(exc))  # fmt: skip
+    return Resolution(
+        error=f"result not fetched: {exc}",
+        state=State.FAILED,
+        error_code=failures.fetch_code(exc),
+        error_where="fetch",
+    )
+
 
 def _with(
     resolution: Resolution,
@@ -185,7 +288,7 @@ def _with(
     return dataclasses.replace(
         resolution,
         error=resolution.error or error,
-        state=state,
+        state=resolution.state or state,
         provider_status=provider_status,
         error_code=resolution.error_code or error_code,
         error_where=resolution.error_where or error_where,
@@ -228,5 +331,10 @@ def ref_from_json(text: str | None) -> ResultRef | None:
     if not text:
         return None
     data = json.loads(text)
-    return ResultRef(inline=data.get("inline"), url=data.get("url"), sha256=data.get("sha256"),
-                     assemble=data.get("assemble"))  # fmt: skip
+    return ResultRef(
+        inline=data.get("inline"),
+        url=data.get("url"),
+        sha256=data.get("sha256"),
+        assemble=data.get("assemble"),
+        single_use=data.get("single_use") is True,
+    )

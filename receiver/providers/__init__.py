@@ -16,6 +16,7 @@ from receiver.errors import ProviderLoadError
 from receiver.providers.azure import AzureDocIntel
 from receiver.providers.base import JobStatus, ListedJob, Provider, ResultRef
 from receiver.providers.docextract import DocExtract
+from receiver.providers.docling import Docling
 from receiver.providers.docurift import DocuRift
 from receiver.providers.generic import Generic
 from receiver.providers.google import GoogleDocAI
@@ -39,6 +40,7 @@ PROVIDERS: dict[str, type[Provider]] = {
         AzureDocIntel,
         GoogleDocAI,
         Textract,
+        Docling,
     )
 }
 """The built-in providers, by name; third-party ones are found by ``provider_class``."""

@@ -106,6 +106,12 @@ class Provider:
     webhooks: ClassVar[bool] = True
     """False for a provider that announces nothing (a long-running operation is polled): its
     sources need no signing secret, and its jobs are polled from the start."""
+    hint_job_field: ClassVar[str | None] = None
+    """The field of an unsigned callback's JSON body that names the job: set by a provider
+    whose callbacks are taken as hints (``webhook_mode = "direct"``); None: it sends none."""
+    unsigned_only: ClassVar[bool] = False
+    """True for a provider that never signs its callbacks (Docling Serve): its sources take
+    them as hints only (``webhook_mode = "direct"``) and have no signing secret."""
 
     @classmethod
     def from_settings(

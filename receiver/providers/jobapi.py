@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -69,7 +70,19 @@ class JobAPI:
         ``urgent`` (confirming a completion) goes before routine polls in the rate budget.
         """
         body = await self._get(self.provider.job_path(job_id), job_id=job_id, urgent=urgent)
-        return self.provider.parse_job(body, source=self.source, job_id=job_id)
+        status = self.provider.parse_job(body, source=self.source, job_id=job_id)
+        ref = status.result
+        if ref is not None and ref.url is not None and ref.url.startswith("/"):
+            # A result the job API serves itself (Docling Serve's /v1/result/{id}).
+            status = replace(status, result=replace(ref, url=self._base + ref.url))
+        return status
+
+    def result_headers(self, url: str) -> dict[str, str]:
+        """The API key's header for a result URL under this job API's base URL; none for any
+        other URL (a presigned one carries its own credentials)."""
+        if url.startswith(self._base + "/"):
+            return self.provider.auth_headers(self._api_key.reveal())
+        return {}
 
     async def job_body(self, job_id: str) -> Any:
         """The job endpoint's JSON answer as it came (what a resubmission is built from)."""

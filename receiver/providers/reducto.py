@@ -37,6 +37,7 @@ class Reducto(Provider):
         "Cancelled": State.CANCELLED,
     }
     webhook_has_result = False
+    hint_job_field = "job_id"  # async.webhook.mode = "direct": {status, job_id, metadata}
     # The webhook is {status, job_id, metadata}; GET /job/{id} may echo the request as the
     # optional raw_config text (the SDK's EnhancedAsyncJobResponse), but its input is often a
     # reducto:// upload or presigned URL that has expired by the time a job is reprocessed.

@@ -31,7 +31,7 @@ from receiver.signatures import build_verifier
 from receiver.signatures.sns import SnsVerifier
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Mapping
     from contextlib import AbstractAsyncContextManager
 
     from starlette.responses import Response
@@ -113,7 +113,7 @@ class App(Starlette):
     other request, and a webhook path the route would not match, goes through Starlette.
     """
 
-    webhook: webhooks.WebhookEndpoint | None = None
+    webhook: webhooks.WebhookEndpoint | direct.HeaderHints | None = None
     reloader: Reloading | None = None
     """Set by ``serve``: SIGHUP and changed files reload secrets (receiver.service.reload)."""
     loop: asyncio.AbstractEventLoop | None = None
@@ -177,6 +177,22 @@ def _traced(backend: ops_tracing.OtelBackend | None, lifespan: Lifespan) -> Life
     return traced
 
 
+def hint_auth(
+    settings: Settings, sources: Mapping[str, webhooks.Source]
+) -> dict[str, direct.HintAuth]:
+    """How each direct-mode source's unsigned callbacks prove themselves (tokens, header)."""
+    return {
+        name: direct.HintAuth(
+            sources[name].provider.hint_job_field or "job_id",
+            cfg.direct_tokens,
+            cfg.direct_header,
+            cfg.direct_header_values,
+        )
+        for name, cfg in settings.sources.items()
+        if cfg.webhook_mode == "direct"
+    }
+
+
 def create_app(
     settings: Settings,
     *,
@@ -197,14 +213,12 @@ def create_app(
     admin = admin_routes(settings.server.admin_token)
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
     hints = direct.DirectEndpoint(
-        {
-            n: cfg.direct_tokens
-            for n, cfg in settings.sources.items()
-            if cfg.webhook_mode == "direct"
-        },
+        hint_auth(settings, sources),
         settings.server.max_body_bytes,
         settings.server.body_timeout_seconds,
     )
+    # Sources whose hints come with a header share the signed sources' route.
+    entry = direct.HeaderHints(webhook, hints) if hints.by_header else webhook
     tracer = ops_tracing.build(settings.tracing, os.environ)  # None unless tracing is asked for
 
     @contextlib.asynccontextmanager
@@ -254,7 +268,7 @@ def create_app(
 
     app = App(
         routes=[
-            Route(WEBHOOKS + "{source}", webhook, methods=["POST"]),
+            Route(WEBHOOKS + "{source}", entry, methods=["POST"]),
             Route(WEBHOOKS + "{source}/{token}", hints.handle, methods=["POST"]),
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
@@ -266,7 +280,9 @@ def create_app(
         exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
         lifespan=_traced(tracer, lifespan),
     )
-    app.webhook = webhook
+    app.webhook = entry
+    app.state.webhook_endpoint = webhook
+    app.state.direct_endpoint = hints
     app.state.settings = settings
     app.state.sources = sources
     app.state.metrics = metrics

@@ -1,12 +1,15 @@
 """Secrets rotated without a restart: ``SIGHUP``, or a change to the config file or to a file a
 ``file:`` secret names (a mounted Kubernetes Secret swaps its ``..data`` symlink), reloads
-sources' secrets and public keys, providers' API keys and the admin token.
+sources' secrets and public keys, the path tokens and header values of sources that take
+unsigned callbacks (``direct_tokens``, ``direct_header_values``), providers' API keys and the
+admin token.
 
 The new configuration goes through ``preflight``, as ``serve``'s does (the port excepted: this
 process holds it). A bad one, or one that changes anything else, is refused with its lines in
 the log and the running one kept. An accepted one is swapped in as whole immutable objects
-(the webhook endpoint's sources mapping, each job API's key, the admin token) which each
-request reads once, so a request in flight finishes with the configuration it started with.
+(the webhook endpoint's sources mapping, the hint endpoint's auth mapping, each job API's
+key, the admin token) which each request reads once, so a request in flight finishes with the
+configuration it started with.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from receiver.config.settings import DEFAULT_CONFIG
 from receiver.console.session import Sessions
 from receiver.errors import ConfigError
 from receiver.loops import wait_either
+from receiver.service.app import hint_auth
 from receiver.service.preflight import preflight
 from receiver.signatures.sns import SnsVerifier
 
@@ -33,7 +37,9 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("receiver.reload")
 
-RELOADABLE_SOURCE_KEYS = frozenset({"secrets", "public_keys", "api_key"})
+RELOADABLE_SOURCE_KEYS = frozenset(
+    {"secrets", "public_keys", "api_key", "direct_tokens", "direct_header_values"}
+)
 """What a reload may change in each source; ``server.admin_token`` besides."""
 Fingerprint = tuple[tuple[str, int, int, int, str], ...]
 
@@ -98,6 +104,9 @@ class Reloader:
             before = old.sources[name]
             if (cfg.secrets, cfg.public_keys) != (before.secrets, before.public_keys):
                 changed.append(f"sources.{name}.secrets")
+            for key in ("direct_tokens", "direct_header_values"):
+                if getattr(cfg, key) != getattr(before, key):
+                    changed.append(f"sources.{name}.{key}")
             if cfg.api_key != before.api_key and cfg.api_key is not None:
                 changed.append(f"sources.{name}.api_key")
                 runtime = getattr(app.state, "runtime", None)
@@ -110,8 +119,12 @@ class Reloader:
             # change here; its verifier in service keeps the client and budget attached to it.
             if isinstance(source.verifier, SnsVerifier) and name in previous:
                 sources[name] = previous[name]
-        if app.webhook is not None:
-            app.webhook.sources = sources  # one attribute: each request reads it once
+        endpoint = getattr(app.state, "webhook_endpoint", None)
+        if endpoint is not None:
+            endpoint.sources = sources  # one attribute: each request reads it once
+        hints = getattr(app.state, "direct_endpoint", None)
+        if hints is not None:  # the header a source's hints carry needs a restart; not its values
+            hints.auth = hint_auth(new, sources)
         app.state.sources = sources
         token = new.server.admin_token
         if token != old.server.admin_token and token is not None:

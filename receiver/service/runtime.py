@@ -151,7 +151,7 @@ class Runtime:
                 self.store,
                 self.handlers,
                 {h.name: h for h in settings.handlers},
-                Resolver(dict(self.apis), fetcher, settings.results.dir),
+                Resolver(dict(self.apis), fetcher, settings.results.dir, store=self.store),
                 concurrency=settings.dispatch.concurrency,
                 lease_seconds=settings.dispatch.lease_seconds,
                 owner=self.owner,

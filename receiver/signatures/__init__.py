@@ -1,4 +1,6 @@
-"""The signature schemes a source may use: Svix (the default) and the providers' own HMACs.
+"""The signature schemes a source may use: Svix (the default) and the providers' own HMACs
+(DocuRift's and DocExtract's in ``hmac``, LlamaCloud's ``LC-Signature`` in ``llamacloud``) and
+Amazon SNS's RSA signatures (``sns``, built from a source's topics).
 
 ``build_verifier`` makes the verifier of a scheme; ``check_scheme`` says whether a provider may
 use it. The contract is in ``base``, Svix in ``svix``, the providers' HMACs in ``hmac``.
@@ -10,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from receiver.signatures.hmac import DocExtractVerifier, DocuRiftVerifier, check_hmac_secret
+from receiver.signatures.llamacloud import LlamaCloudVerifier
 from receiver.signatures.svix import SvixVerifier
 
 if TYPE_CHECKING:
@@ -22,18 +25,20 @@ __all__ = [
     "SCHEMES",
     "DocExtractVerifier",
     "DocuRiftVerifier",
+    "LlamaCloudVerifier",
     "SvixVerifier",
     "build_verifier",
     "check_hmac_secret",
     "check_scheme",
 ]
 
-SCHEMES = ("svix", "docurift", "docextract", "sns")
+SCHEMES = ("svix", "docurift", "docextract", "sns", "llamacloud")
 # Which providers may use a provider-specific scheme; svix is open to every provider.
 _PROVIDERS_OF = {
     "docurift": ("docurift", "generic"),
     "docextract": ("docextract", "generic"),
     "sns": ("textract",),
+    "llamacloud": ("generic",),
 }
 
 
@@ -69,4 +74,6 @@ def build_verifier(
         return DocExtractVerifier(secrets)
     if scheme == "sns":
         raise ValueError("signature 'sns' is built from its source's topics: SnsVerifier")
+    if scheme == "llamacloud":
+        return LlamaCloudVerifier(secrets)
     raise ValueError(f"unknown signature scheme {scheme!r}")

@@ -44,7 +44,7 @@ def check_hmac_secret(value: str, index: int = 0) -> None:
         )
 
 
-class _HmacKeys:
+class HmacKeys:
     """Several HMAC-SHA256 keys (rotation); a signature verifies if any of them made it."""
 
     def __init__(self, secrets: Sequence[Secret]) -> None:
@@ -87,7 +87,7 @@ class DocuRiftVerifier:
     def __init__(
         self, secrets: Sequence[Secret], *, clock: Callable[[], float] = time.time
     ) -> None:
-        self._keys = _HmacKeys(secrets)
+        self._keys = HmacKeys(secrets)
         self._clock = clock
 
     def __repr__(self) -> str:
@@ -116,7 +116,7 @@ class DocExtractVerifier:
     SIGNATURE = "x-docextract-signature"
 
     def __init__(self, secrets: Sequence[Secret]) -> None:
-        self._keys = _HmacKeys(secrets)
+        self._keys = HmacKeys(secrets)
 
     def __repr__(self) -> str:
         return f"DocExtractVerifier(secrets={len(self._keys)})"

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
 
+    from receiver.sim.jobs import Job
     from receiver.sim.journal import Reason
     from receiver.sim.limits import Fault
     from receiver.sim.shapes import ErrorKind
@@ -133,7 +134,9 @@ def base_url(request: Request) -> str:
 async def _job(request: Request, sim: Simulator) -> tuple[Response, Reason]:
     job = sim.jobs.get(request.path_params["job_id"])
     if job is None:
-        return _error(sim, 404, "not_found", "Job not found"), "not_found"
+        return _error(sim, 404, "not_found", sim.shape.not_found), "not_found"
+    if sim.shape.long_poll:
+        await _long_poll(request, sim, job)
     snap = job.snapshot(sim.clock.time())
     link = None
     if snap.phase.state == "succeeded" and job.result == "url":
@@ -142,6 +145,49 @@ async def _job(request: Request, sim: Simulator) -> tuple[Response, Reason]:
             sha256 = (await sim.blobs.digest(sim.blob_spec(job))).sha256
         link = sim.blobs.presign(base_url(request), job.blob_id, sha256)
     return JSONResponse(sim.shape.job_body(job, snap, link)), "ok"
+
+
+MAX_WAIT = 60.0
+
+
+async def _long_poll(request: Request, sim: Simulator, job: Job) -> None:
+    """``?wait=SECONDS``: answer once the job has ended, or when the wait is over."""
+    raw = request.query_params.get("wait", "0")
+    try:
+        wait = float(raw)
+    except ValueError:
+        raise QueryError("wait must be a number of seconds") from None
+    if not 0 <= wait <= MAX_WAIT:
+        raise QueryError(f"wait must be between 0 and {MAX_WAIT:g} seconds")
+    until_done = job.finishes_at - sim.clock.time()
+    if wait > 0 and until_done > 0:
+        await asyncio.sleep(min(wait, until_done))
+
+
+async def _result(request: Request, sim: Simulator) -> tuple[Response, Reason]:
+    """The result the job API serves itself; a single-use one is removed after its first fetch."""
+    job = sim.jobs.get(request.path_params["job_id"])
+    if job is None:
+        return _error(sim, 404, "not_found", sim.shape.not_found), "not_found"
+    now = sim.clock.time()
+    removal = sim.shape.result_removal
+    gone = (removal is not None and job.result_fetched_at is not None
+            and now >= job.result_fetched_at + removal)  # fmt: skip
+    if job.snapshot(now).phase.state != "succeeded" or gone:
+        message = "Task result not found. Please wait for a completion status."
+        return _error(sim, 404, "not_found", message), "expired" if gone else "not_found"
+    if job.result_fetched_at is None:
+        job.result_fetched_at = now
+    job.result_fetches += 1
+    pieces = list(sim.shape.result_chunks(job, job.result_bytes))
+    size = sum(len(p) for p in pieces)
+
+    async def body() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+
+    headers = {"content-length": str(size)}
+    return StreamingResponse(body(), media_type="application/json", headers=headers), "ok"
 
 
 async def _list(request: Request, sim: Simulator) -> tuple[Response, Reason]:
@@ -214,6 +260,12 @@ def build_app(sim: Simulator) -> Starlette:
         if list_route is not None:
             routes.append(Route(list_route, listing, methods=["GET"]))
     routes.append(Route("/blobs/{blob_id}", _blob, methods=["GET"]))
+    if sim.shape.result_route is not None:
+
+        async def result(request: Request) -> Response:
+            return await _gated(request, _result)
+
+        routes.append(Route(sim.shape.result_route, result, methods=["GET"]))
 
     async def submission(request: Request) -> Response:
         return await _gated(request, submit.submit)

@@ -68,6 +68,11 @@ class Job:
     webhook_mode: WebhookMode = "svix"
     document: str | None = None
     """The document a submission named (its URL), when one did."""
+    webhook_headers: dict[str, str] = field(default_factory=dict)
+    """Headers its submission asked the (unsigned) callbacks to carry."""
+    result_fetched_at: float | None = None
+    """When its result was first fetched at the shape's ``result_route`` (single-use results)."""
+    result_fetches: int = 0
 
     @property
     def blob_id(self) -> str:
@@ -131,6 +136,7 @@ class JobBook:
         webhook_url: str | None = None,
         webhook_mode: WebhookMode = "svix",
         document: str | None = None,
+        webhook_headers: dict[str, str] | None = None,
     ) -> list[Job]:
         """Start ``count`` identical jobs now; their ids come from the seeded generator."""
         now = self.clock.time()
@@ -156,6 +162,7 @@ class JobBook:
                 webhook_url=webhook_url,
                 webhook_mode=webhook_mode,
                 document=document,
+                webhook_headers=dict(webhook_headers or {}),
             )
             self._jobs[job.id] = job
             self._blobs[job.blob_id] = job

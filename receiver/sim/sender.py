@@ -52,6 +52,8 @@ class Delivery:
     url: str | None = None
     """Where it goes: the job's own webhook URL, else the simulator's."""
     signed: bool = True
+    headers: dict[str, str] = field(default_factory=dict)
+    """What an unsigned callback carries besides its body (the headers its submission chose)."""
 
     def to_json(self) -> dict[str, Any]:
         attempts = [
@@ -120,7 +122,8 @@ class WebhookSender:
             payload = self._shape.webhook_body(job, phase, job.entered_at(index), message_id)
             body = _json_bytes(payload)
             signed = job.webhook_mode != "direct"
-            delivery = Delivery(message_id, job.id, phase.word, body, url=url, signed=signed)
+            delivery = Delivery(message_id, job.id, phase.word, body, url=url, signed=signed,
+                                headers=job.webhook_headers)  # fmt: skip
             self.deliveries.append(delivery)
             self.by_job.setdefault(job.id, []).append(delivery)
             made.append(delivery)
@@ -170,7 +173,8 @@ class WebhookSender:
 
     def _headers(self, delivery: Delivery) -> dict[str, str]:
         if not delivery.signed:
-            return {"content-type": "application/json", "user-agent": "jobhook-simulator"}
+            return {**delivery.headers, "content-type": "application/json",
+                    "user-agent": "jobhook-simulator"}  # fmt: skip
         assert self._signer is not None
         timestamp = int(time.time())
         text = delivery.body.decode()

@@ -158,6 +158,7 @@ class Simulator:
         webhook_url: str | None = None,
         webhook_mode: WebhookMode = "svix",
         document: str | None = None,
+        webhook_headers: dict[str, str] | None = None,
     ) -> list[str]:
         """Start ``count`` jobs now; ValueError when this provider cannot return ``result``
         or does not document ``error_code``."""
@@ -183,6 +184,7 @@ class Simulator:
             webhook_url=webhook_url,
             webhook_mode=webhook_mode,
             document=document,
+            webhook_headers=webhook_headers,
         )
         return [job.id for job in made]
 

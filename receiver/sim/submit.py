@@ -40,6 +40,7 @@ async def submit(request: Request, sim: Simulator) -> tuple[Response, Reason]:
         kind=asked.kind,
         webhook_url=asked.webhook_url,
         webhook_mode=asked.webhook_mode,
+        webhook_headers=asked.webhook_headers,
     )
     job = sim.jobs.get(job_id)
     assert job is not None

@@ -196,6 +196,11 @@ class Store(ReprocessContract, abc.ABC):
         """Take or extend the named lease (e.g. poller leadership); False while another holds it."""
 
     @abc.abstractmethod
+    async def start_result_fetch(self, completion_id: int, now: float) -> bool:
+        """Durably record that the completion's single-use result is being requested; False
+        when that was recorded before (the result may be gone: it must not be asked again)."""
+
+    @abc.abstractmethod
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         """Every dispatch of a job's completion."""
 

@@ -216,6 +216,13 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     """,
     # 10: group commit of ingests: one function call stores a batch of events.
     INGEST_BATCH_FUNCTION,
+    # 11: SQLite's 12: a single-use result's fetch, recorded before it is requested.
+    """
+    CREATE TABLE result_fetches (
+        completion_id   bigint PRIMARY KEY REFERENCES completions (id) ON DELETE CASCADE,
+        started_at      double precision NOT NULL
+    );
+    """,
 )
 
 

@@ -214,6 +214,13 @@ class PostgresStore(
 
         return await self._db.transaction(op)
 
+    async def start_result_fetch(self, completion_id: int, now: float) -> bool:
+        async def op(conn: Conn) -> bool:
+            row = await conn.fetchval(_n(sql.START_RESULT_FETCH), completion_id, now)
+            return row is not None
+
+        return await self._db.transaction(op)
+
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._db.fetch(_n(sql.SELECT_DISPATCHES_FOR), source, job_id)
         return [records.dispatch_row(r) for r in rows]

@@ -53,8 +53,11 @@ def job_args(event: Event, at: float) -> tuple[Any, ...]:
 def result_ref_json(ref: ResultRef) -> str:
     """How a result reference is kept until its completion is resolved."""
     data: dict[str, Any] = {"inline": ref.inline, "url": ref.url, "sha256": ref.sha256}
+    # Optional fields only when set, so every other reference keeps the text it had.
     if ref.assemble is not None:
         data["assemble"] = ref.assemble
+    if ref.single_use:
+        data["single_use"] = True
     return json.dumps(data)
 
 

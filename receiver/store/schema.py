@@ -182,4 +182,12 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE completions ADD COLUMN resolve_seconds REAL;
     """,
+    # 12: a single-use result (Docling Serve's, LandingAI's under zero data retention) is
+    # requested at most once: this row, committed before the request, says it was.
+    """
+    CREATE TABLE result_fetches (
+        completion_id   INTEGER PRIMARY KEY REFERENCES completions (id) ON DELETE CASCADE,
+        started_at      REAL NOT NULL
+    );
+    """,
 )

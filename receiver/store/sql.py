@@ -193,6 +193,11 @@ WHERE leases.owner = excluded.owner OR leases.until < ?
 RETURNING owner
 """
 
+START_RESULT_FETCH = """
+INSERT INTO result_fetches (completion_id, started_at) VALUES (?, ?)
+ON CONFLICT (completion_id) DO NOTHING RETURNING completion_id
+"""
+
 NEXT_DUE = """
 SELECT min(t) FROM (
     SELECT min(next_attempt_at) AS t FROM completions WHERE phase = 'resolving'

@@ -238,6 +238,9 @@ class SQLiteStore(
     async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
         return await self._write_sync(sqlite_ops.acquire_lease, name, owner, now + ttl, now)
 
+    async def start_result_fetch(self, completion_id: int, now: float) -> bool:
+        return await self._write_sync(sqlite_ops.start_result_fetch, completion_id, now)
+
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
         return [records.dispatch_row(r) for r in rows]

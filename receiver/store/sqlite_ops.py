@@ -112,6 +112,10 @@ def acquire_lease(db: sqlite3.Connection, name: str, owner: str, until: float, n
     return bool(db.execute(sql.ACQUIRE_LEASE, (name, owner, until, now)).fetchall())
 
 
+def start_result_fetch(db: sqlite3.Connection, completion_id: int, now: float) -> bool:
+    return bool(db.execute(sql.START_RESULT_FETCH, (completion_id, now)).fetchall())
+
+
 def heartbeat(db: sqlite3.Connection, owner: str, now: float) -> None:
     db.execute(sql.HEARTBEAT, (owner, now, now))
 

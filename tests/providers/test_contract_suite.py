@@ -41,6 +41,8 @@ DRIVERS: dict[str, Opener] = {
     "textract": textract_driver,
     "azure-docintel": azure_driver,
     "google-docai": google_driver,
+    "docling": lambda: sim_driver("docling", get_provider("docling"), job_word="/task_status",
+                                  webhook_word="/progress/kind", webhook_metadata=NONE),
 }  # fmt: skip
 
 

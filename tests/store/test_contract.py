@@ -179,6 +179,23 @@ class TestStoreContract:
             ("files", "pending", 0), ("hook", "pending", 0), ("queue", "pending", 0)
         ]  # fmt: skip
 
+    async def test_a_single_use_result_keeps_its_flag_and_its_fetch_starts_once(
+        self, store: Store
+    ) -> None:
+        ref = ResultRef(url="https://docling.example/v1/result/t-1", single_use=True)
+        await store.ingest(news(result=ref), ["files"])
+        row = await store.completion_for(SOURCE, "job-1")
+        assert row is not None
+        assert row.result_ref is not None
+        assert json.loads(row.result_ref)["single_use"] is True
+        now = time.time()
+        assert await store.start_result_fetch(row.id, now) is True
+        assert await store.start_result_fetch(row.id, now + 1) is False  # never a second time
+        await store.ingest(news("job-2", msg="m-2"), ["files"])
+        other = await store.completion_for(SOURCE, "job-2")
+        assert other is not None
+        assert await store.start_result_fetch(other.id, now) is True  # one record per completion
+
     async def test_dispatches_wait_until_their_completion_is_resolved(self, store: Store) -> None:
         await complete(store, resolve=True)
         now = time.time() + 1

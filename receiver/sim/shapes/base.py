@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     import random
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from receiver.sim.jobs import Job, Outcome, Phase, ResultMode, Snapshot, WebhookMode
 
@@ -31,6 +31,8 @@ class Submission:
     webhook_mode: WebhookMode = "svix"
     document: str | None = None
     """The document's URL, where the submission names one."""
+    webhook_headers: dict[str, str] = field(default_factory=dict)
+    """Headers the submission asked its (unsigned) callbacks to carry."""
 
 
 def json_object(body: Any, what: str = "the body") -> dict[str, Any]:
@@ -113,6 +115,18 @@ class Shape:
     """The documented error codes of a failed job and their messages; the first is the default."""
     transient: ClassVar[frozenset[str]] = frozenset()
     """Failure codes a new submission of the same document does not repeat (the others do)."""
+    result_route: ClassVar[str | None] = None
+    """A route of the job API that serves a finished job's result itself (behind the API key)."""
+    result_removal: ClassVar[float | None] = None
+    """Seconds after its first fetch that a result served at ``result_route`` is removed."""
+    not_found: ClassVar[str] = "Job not found"
+    """What the job route answers (404) about a job it does not know."""
+    long_poll: ClassVar[bool] = False
+    """Whether the job route takes ``?wait=SECONDS`` and answers once the job ends, or then."""
+
+    def result_chunks(self, job: Job, size: int) -> Iterator[bytes]:
+        """The body ``result_route`` serves for ``job``, about ``size`` bytes, in pieces."""
+        raise NotImplementedError
 
     def document_of(self, job: Job) -> str | None:
         """The document a job processes, as a resubmission names it."""
