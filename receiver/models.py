@@ -52,6 +52,11 @@ class ResultRef:
     inline: Any = None
     url: str | None = None
     sha256: str | None = None
+    assemble: str | None = None
+    """A result the job API assembles from several calls (``JobAPI.write_result``): the
+    provider's name for it (Textract: the ``Get*`` API whose pages make it)."""
+    single_use: bool = False
+    """The provider serves this result once: jobhook requests it at most once, even across restarts."""  # noqa: E501
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
 
 from receiver.config.base import SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.providers import PROVIDERS
+from receiver.providers.landingai import LandingAIOptions
 from receiver.providers.mapping import GenericSettings
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, check_scheme
@@ -68,6 +69,27 @@ class SourceSettings(_Section):
     confidence_fields: tuple[str, ...] = ()
     """The fields the ``jobhook_field_confidence`` histogram names (others are ``other``);
     empty: the first ``METRIC_FIELDS`` distinct fields seen."""
+    landingai: LandingAIOptions | None = None
+    """``provider = "landingai"``: parse or extract jobs, and zero data retention."""
+
+    @property
+    def table(self) -> BaseModel | None:
+        """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
+        return self.landingai
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unannounced(cls, data: Any) -> Any:
+        # A provider that sends no webhook has nothing to wait for: its jobs are polled from
+        # the start unless grace_seconds says otherwise.
+        if not isinstance(data, dict) or data.get("provider") not in PROVIDERS:
+            return data
+        if PROVIDERS[data["provider"]].webhooks:
+            return data
+        poll = data.get("poll", {})
+        if isinstance(poll, dict) and "grace_seconds" not in poll:
+            data = {**data, "poll": {**poll, "grace_seconds": 0.0}}
+        return data
 
     @field_validator("confidence_alert")
     @classmethod
@@ -118,6 +140,13 @@ class SourceSettings(_Section):
     ) -> tuple[Secret, ...]:
         # public_keys is absent from info.data when it was refused: its own error suffices.
         direct = info.data.get("webhook_mode") == "direct"
+        provider = PROVIDERS.get(info.data.get("provider", ""))
+        if provider is not None and not provider.webhooks:
+            if secrets:
+                raise ValueError(
+                    f"provider {provider.name!r} sends no webhooks: it needs no secrets"
+                )
+            return secrets
         if not secrets and not direct and not info.data.get("public_keys", ("refused",)):
             raise ValueError(
                 "a signed source needs at least one secret (or, for svix, a whpk_ public key); "
@@ -142,6 +171,12 @@ class SourceSettings(_Section):
             )
         if self.api_version is not None and self.provider != "knowhere":
             raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
+        if self.landingai is not None and self.provider != "landingai":
+            raise ValueError(f"a landingai table is not for provider {self.provider!r}")
+        if not PROVIDERS[self.provider].webhooks and not self.api_key:
+            raise ValueError(
+                f"provider {self.provider!r} is polled: it needs api_key (its API key)"
+            )
         if self.webhook_mode == "direct":
             check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
         elif self.direct_tokens:

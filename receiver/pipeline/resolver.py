@@ -82,6 +82,11 @@ class Resolver:
                 error_where=where,
             )
         dest = self.result_path(completion.source, completion.job_id)
+        if ref.assemble is not None:
+            return _with(
+                await self._assemble(completion, ref, dest, api),
+                error, state, provider_status, code, where,
+            )  # fmt: skip
         if ref.url is None:
             return _with(
                 await _store_inline(ref.inline, dest), error, state, provider_status, code, where
@@ -94,6 +99,28 @@ class Resolver:
             if fetched.error is not None:
                 span.fail(fetched.error)
         return _with(fetched, error, state, provider_status, code, where)
+
+    async def _assemble(
+        self, completion: CompletionRow, ref: ResultRef, dest: Path, api: JobAPI | None
+    ) -> Resolution:
+        """A result the job API builds from several calls (Textract's pages), written to
+        ``dest`` by the API itself; its fields read like a fetched result's."""
+        if api is None:
+            return Resolution(
+                error="the result must be assembled by the job API, which is not configured",
+                error_code="no_job_api",
+                error_where="fetch",
+            )
+        try:
+            with tracing.span("jobhook.result.assemble", kind="client") as span:
+                sha256, size = await api.write_result(completion.job_id, ref, dest)
+                span.set("jobhook.result.bytes", size)
+        except JobNotFoundError as exc:
+            return Resolution(error=str(exc), error_code="result_expired", error_where="provider")
+        found = Resolution(str(dest), sha256, size)
+        if size <= MAX_FIELDS_BYTES:
+            found = _with_fields(found, await anyio.to_thread.run_sync(_read_json, dest))
+        return found
 
     async def _download(
         self,
@@ -193,11 +220,14 @@ def ref_to_json(ref: ResultRef | None) -> str | None:
     """How a result reference is kept in the store until the completion is resolved."""
     if ref is None:
         return None
-    return json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+    return json.dumps(
+        {"inline": ref.inline, "url": ref.url, "sha256": ref.sha256, "assemble": ref.assemble}
+    )
 
 
 def ref_from_json(text: str | None) -> ResultRef | None:
     if not text:
         return None
     data = json.loads(text)
-    return ResultRef(inline=data.get("inline"), url=data.get("url"), sha256=data.get("sha256"))
+    return ResultRef(inline=data.get("inline"), url=data.get("url"), sha256=data.get("sha256"),
+                     assemble=data.get("assemble"))  # fmt: skip

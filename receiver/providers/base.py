@@ -17,6 +17,8 @@ from receiver.models import Event, Progress, ResultRef, State
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from pydantic import BaseModel
+
     from receiver.models import Via
     from receiver.providers.mapping import GenericSettings
 
@@ -39,6 +41,9 @@ class JobStatus:
     error: str | None = None
     progress: Progress | None = None
     error_code: str | None = None
+    retry_after: float | None = None
+    """Seconds the provider asks to wait before this job is asked about again (Azure's
+    ``Retry-After`` on every status answer): the poller never asks sooner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +64,30 @@ class Provider:
     auth_scheme: str = "Bearer "
     cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
     """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
+    job_api_class: ClassVar[type[Any] | None] = None
+    """The provider's own job API, a JobAPI subclass (signed requests, results of several
+    calls); None: JobAPI. Typed loosely because jobapi imports this module."""
+    table_name: ClassVar[str | None] = None
+    """The name of the source's sub-table this provider reads (``azure``, ``gcp``), if any."""
+    webhooks: ClassVar[bool] = True
+    """False for a provider that announces nothing (a long-running operation is polled): its
+    sources need no signing secret, and its jobs are polled from the start."""
 
     @classmethod
     def from_settings(
-        cls, generic: GenericSettings | None, *, api_version: str | None = None
+        cls,
+        generic: GenericSettings | None,
+        *,
+        api_version: str | None = None,
+        table: BaseModel | None = None,
     ) -> Provider:
-        """The adapter for one configured source; only ``generic`` reads its table."""
+        """The adapter for one configured source; ``generic`` reads its table, a cloud
+        provider its own (``table``: ``[sources.NAME.aws]``...)."""
         return cls()
+
+    def default_api_base_url(self) -> str | None:
+        """Where the job API is when ``api_base_url`` is unset (a cloud's regional endpoint)."""
+        return None
 
     def canonical(self, word: str, *, source: str, job_id: str) -> State:
         """Map a status word; an unknown word is kept, treated as queued and logged."""

@@ -24,6 +24,8 @@ from receiver.providers.base import (
 from receiver.providers.pointer import MISSING, Pointer
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from receiver.models import Via
     from receiver.providers.mapping import GenericSettings
 
@@ -58,7 +60,11 @@ class Generic(Provider):
 
     @classmethod
     def from_settings(
-        cls, generic: GenericSettings | None, *, api_version: str | None = None
+        cls,
+        generic: GenericSettings | None,
+        *,
+        api_version: str | None = None,
+        table: BaseModel | None = None,
     ) -> Provider:
         if generic is None:
             raise ConfigError("provider 'generic' needs a [sources.NAME.generic] table")

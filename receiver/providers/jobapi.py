@@ -13,8 +13,10 @@ from receiver.backoff import capped, retry_after
 from receiver.errors import ProviderError
 
 if TYPE_CHECKING:
-    from receiver.providers import JobStatus, ListedJob, Provider
-    from receiver.providers.base import Submission
+    from pathlib import Path
+
+    from receiver.models import ResultRef
+    from receiver.providers.base import JobStatus, ListedJob, Provider, Submission
     from receiver.providers.ratelimit import RateLimiter
     from receiver.secret import Secret
 
@@ -87,6 +89,11 @@ class JobAPI:
         body = await self._get(submission.path, job_id=None, json_body=submission.body)
         return self.provider.submitted_job_id(body)
 
+    async def write_result(self, job_id: str, ref: ResultRef, dest: Path) -> tuple[str, int]:
+        """Assemble a result of several calls (``ref.assemble``) into ``dest``, atomically: its
+        sha256 and size. Only a provider whose ``job_api_class`` assembles results has one."""
+        raise ProviderError(f"{self.source}: {self.provider.name} assembles no results")
+
     async def _get(
         self,
         path: str,
@@ -95,18 +102,49 @@ class JobAPI:
         urgent: bool = False,
         json_body: dict[str, Any] | None = None,
     ) -> Any:
-        await self.limiter.acquire(urgent=urgent)
         headers = self.provider.auth_headers(self._api_key.reveal())
+        if json_body is None:
+            response = await self._send(
+                "GET", self._base + path, job_id=job_id, urgent=urgent, headers=headers
+            )
+        else:
+            content = json.dumps(
+                json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            ).encode()
+            headers["Content-Type"] = "application/json"
+            response = await self._send(
+                "POST", self._base + path, job_id=job_id, urgent=urgent, headers=headers,
+                content=content, submission=True,
+            )  # fmt: skip
+        body = _json(response)
+        if body is None:
+            raise ProviderError(f"{self.source}: job API answered invalid JSON")
+        return body
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        job_id: str | None,
+        urgent: bool = False,
+        headers: dict[str, str],
+        content: bytes | None = None,
+        submission: bool = False,
+    ) -> httpx.Response:
+        """One request within the rate budget; its 2xx answer, else the error it means.
+
+        429 and 5xx are ProviderError with the server's wait (a 429 also defers the budget);
+        404 about a job is JobNotFoundError; other 4xx SubmissionRejectedError for a
+        ``submission``, ProviderError otherwise. Subclasses sign ``headers`` and ``content``
+        before calling it, and read what they need of the answer (headers, body) after.
+        """
+        await self.limiter.acquire(urgent=urgent)
         try:
-            if json_body is None:
-                response = await self._client.get(self._base + path, headers=headers)
-            else:
-                response = await self._client.post(
-                    self._base + path, headers=headers, json=json_body
-                )
+            response = await self._client.request(method, url, headers=headers, content=content)
         except httpx.TimeoutException as exc:
             self._count("timeout")
-            if json_body is not None:
+            if submission:
                 raise SubmissionUnknownError(f"{self.source}: submission timed out") from exc
             raise ProviderError(f"{self.source}: job API timed out") from exc
         except httpx.TransportError as exc:
@@ -127,16 +165,13 @@ class JobAPI:
             )
         if response.status_code == 404 and job_id is not None:
             raise JobNotFoundError(f"{self.source}: job {job_id!r} not found")
-        if json_body is not None and response.status_code >= 400:
+        if submission and response.status_code >= 400:
             raise SubmissionRejectedError(
                 f"{self.source}: submission refused with {response.status_code}"
             )
         if response.status_code >= 400:
             raise ProviderError(f"{self.source}: job API answered {response.status_code}")
-        body = _json(response)
-        if body is None:
-            raise ProviderError(f"{self.source}: job API answered invalid JSON")
-        return body
+        return response
 
     def _count(self, outcome: str) -> None:
         self.calls[outcome] = self.calls.get(outcome, 0) + 1

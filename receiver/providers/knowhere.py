@@ -25,6 +25,8 @@ from receiver.providers.base import (
 )
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from receiver.models import Via
     from receiver.providers.base import ListedJob
     from receiver.providers.mapping import GenericSettings
@@ -58,7 +60,11 @@ class Knowhere(Provider):
 
     @classmethod
     def from_settings(
-        cls, generic: GenericSettings | None, *, api_version: str | None = None
+        cls,
+        generic: GenericSettings | None,
+        *,
+        api_version: str | None = None,
+        table: BaseModel | None = None,
     ) -> Provider:
         return cls(api_version or "v2")
 

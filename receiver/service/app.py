@@ -49,7 +49,7 @@ def build_source(name: str, cfg: SourceSettings) -> webhooks.Source:
     provider adapter."""
     return webhooks.Source(
         name,
-        get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version),
+        get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table),
         build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys)
         if cfg.secrets or cfg.public_keys
         else direct.SignedWebhooksOff(),

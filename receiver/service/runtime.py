@@ -28,6 +28,7 @@ from receiver.pipeline.resolver import Resolver
 from receiver.providers import get_provider
 from receiver.providers.jobapi import JobAPI
 from receiver.providers.ratelimit import RateLimiter, default_budget
+from receiver.secret import Secret
 from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -86,7 +87,12 @@ class Runtime:
             )
             stack.push_async_callback(api_client.aclose)
             for name, cfg in settings.sources.items():
-                if cfg.api_base_url and cfg.api_key:
+                provider = get_provider(
+                    cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table
+                )
+                base_url = cfg.api_base_url or provider.default_api_base_url()
+                # A provider with its own job API signs its requests itself (no api_key).
+                if base_url and (cfg.api_key or provider.job_api_class is not None):
                     configured = cfg.poll.requests_per_minute
                     limiter = RateLimiter(
                         configured or default_budget(cfg.provider),
@@ -94,13 +100,11 @@ class Runtime:
                         learn=True,
                         ceiling=configured,
                     )
-                    self.apis[name] = JobAPI(
+                    self.apis[name] = (provider.job_api_class or JobAPI)(
                         source=name,
-                        provider=get_provider(
-                            cfg.provider, cfg.generic, api_version=cfg.api_version
-                        ),
-                        base_url=cfg.api_base_url,
-                        api_key=cfg.api_key,
+                        provider=provider,
+                        base_url=base_url,
+                        api_key=cfg.api_key or Secret(""),
                         client=api_client,
                         limiter=limiter,
                     )
@@ -162,7 +166,8 @@ class Runtime:
                 on_finished=self._finished,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
-            providers = {name: get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version)
+            providers = {name: get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version,
+                                            table=cfg.table)
                          for name, cfg in settings.sources.items()}  # fmt: skip
             self.reprocessor = Reprocessor(self.store, dict(self.apis), providers,
                                            self.ingestor.ingest, owner=self.owner)  # fmt: skip

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from receiver.errors import ConfigError
+from receiver.sim.clouds import CLOUDS
 from receiver.sim.shapes import SHAPES
 
 
 @click.command()
-@click.option("--provider", type=click.Choice(sorted(SHAPES)), default="reducto", show_default=True)
+@click.option(
+    "--provider",
+    type=click.Choice(sorted([*SHAPES, *CLOUDS])),
+    default="reducto",
+    show_default=True,
+)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=9100, show_default=True)
 @click.option(
@@ -86,6 +94,11 @@ from receiver.sim.shapes import SHAPES
     type=click.FloatRange(0, min_open=True),
     help="Per-key budget (default: the provider's).",
 )
+@click.option(
+    "--key-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="google-docai: write the service-account key its token endpoint accepts here.",
+)
 def simulate(
     provider: str,
     host: str,
@@ -105,11 +118,16 @@ def simulate(
     result_bytes: int,
     url_ttl: float,
     requests_per_minute: float | None,
+    key_out: Path | None,
 ) -> None:
     """Run a simulated provider API (job endpoints, rate limits, signed webhooks)."""
-    from receiver.sim.serve import run
+    from receiver.sim.serve import run, run_cloud
 
     try:
+        if provider in CLOUDS:
+            run_cloud(provider, host=host, port=port, api_key=api_key, duration=duration,
+                      requests_per_minute=requests_per_minute, key_out=key_out)  # fmt: skip
+            return
         run(
             provider=provider,
             host=host,

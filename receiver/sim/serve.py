@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import uvicorn
@@ -13,6 +13,9 @@ from receiver.secret import resolve_secret
 from receiver.sim.api import build_app
 from receiver.sim.journal import safe_url
 from receiver.sim.simulator import Simulator
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 log = structlog.get_logger("receiver.sim")
 
@@ -71,3 +74,29 @@ def run(
     uvicorn.run(
         build_app(sim), host=host, port=port, log_config=None, access_log=False, server_header=False
     )
+
+
+def run_cloud(
+    provider: str,
+    *,
+    host: str,
+    port: int,
+    api_key: str | None,
+    duration: float,
+    requests_per_minute: float | None,
+    key_out: Path | None,
+) -> None:
+    """Serve a cloud provider's simulator (``receiver.sim.clouds``) until SIGINT/SIGTERM."""
+    from receiver.sim.clouds import CloudOptions, build_cloud
+
+    configure_logging()
+    key = _resolve(api_key, "api key")
+    if key is None and provider == "azure-docintel":
+        raise ConfigError("simulator: set --api-key or JOBHOOK_SIM_API_KEY (clients must send it)")
+    url = f"http://{host}:{port}"
+    options = CloudOptions(
+        key or "", duration, requests_per_minute, key_out=key_out, public_url=url
+    )
+    app = build_cloud(provider, options)
+    log.info("sim_serving", provider=provider, url=url)
+    uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, server_header=False)

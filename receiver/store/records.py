@@ -13,7 +13,7 @@ from receiver.store.rows import CompletionRow, DispatchRow, JobRow
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from receiver.models import Event
+    from receiver.models import Event, ResultRef
     from receiver.store.rows import Resolution
 
 
@@ -50,12 +50,20 @@ def job_args(event: Event, at: float) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def result_ref_json(ref: ResultRef) -> str:
+    """How a result reference is kept until its completion is resolved."""
+    data: dict[str, Any] = {"inline": ref.inline, "url": ref.url, "sha256": ref.sha256}
+    if ref.assemble is not None:
+        data["assemble"] = ref.assemble
+    return json.dumps(data)
+
+
 def completion_phase(event: Event, resolve: bool) -> tuple[str, str | None]:
     """A new completion's phase and result reference (JSON text, or None)."""
     ref = event.result
     result_ref = None
     if ref is not None:
-        result_ref = json.dumps({"inline": ref.inline, "url": ref.url, "sha256": ref.sha256})
+        result_ref = result_ref_json(ref)
     return ("resolving" if resolve else "ready"), result_ref
 
 

@@ -60,7 +60,10 @@ def case(request: pytest.FixtureRequest) -> tuple[str, Provider]:
 
 
 def test_every_provider_of_the_design_is_registered() -> None:
-    assert set(PROVIDERS) == {"reducto", "docurift", "knowhere", "docextract", "generic"}
+    assert set(PROVIDERS) == {
+        "reducto", "docurift", "knowhere", "docextract", "generic",
+        "unstructured", "landingai", "mistral",
+    }  # fmt: skip
 
 
 def test_status_words_map_as_the_fixture_says(case: tuple[str, Provider]) -> None:
