@@ -107,11 +107,13 @@ async def test_unstructured_jobs_reach_the_file_handler_with_failed_files_kept(
         partial = await asyncio.to_thread(_unstructured_submit, sim_url, ["c.pdf", "corrupt.pdf"])
         failed = await asyncio.to_thread(_unstructured_submit, sim_url, ["corrupt-only.pdf"])
         stopped = await asyncio.to_thread(_unstructured_submit, sim_url, ["stop.pdf"])
-        ids = [whole, partial, failed, stopped]
+        late = await asyncio.to_thread(_unstructured_submit, sim_url, ["expired.pdf"])
+        ids = [whole, partial, failed, stopped, late]
         files, jobs = await _run_jobhook(tmp_path, "unstructured", sim_url, ids)
-    assert [files[j]["state"] for j in ids] == ["succeeded", "partial", "failed", "cancelled"]
+    assert [files[j]["state"] for j in ids] == ["succeeded", "partial", "failed", "cancelled",
+                                                "succeeded"]  # fmt: skip
     assert [files[j]["provider_status"] for j in ids] == ["COMPLETED", "COMPLETED", "FAILED",
-                                                          "STOPPED"]  # fmt: skip
+                                                          "STOPPED", "COMPLETED"]  # fmt: skip
     assert files[whole]["error"] is None
     assert files[partial]["error"].startswith("1 file(s) failed: corrupt.pdf: Unable to partition")
     assert jobs[partial]["error_code"] == "files_failed"
@@ -127,20 +129,10 @@ async def test_unstructured_jobs_reach_the_file_handler_with_failed_files_kept(
     ]
     assert files[whole]["result"]["bytes"] > 0
     assert files[stopped]["result"] is None
-
-
-async def test_an_expired_unstructured_download_is_result_expired_not_a_retry_loop(
-    tmp_path: Path,
-) -> None:
-    sim = UnstructuredSim(api_key=KEY, duration=0.2, retention=0.0)
-    async with live_server(sim.app()) as sim_url:
-        job_id = await asyncio.to_thread(_unstructured_submit, sim_url, ["late.pdf"])
-        await asyncio.sleep(0.3)
-        files, jobs = await _run_jobhook(tmp_path, "unstructured", sim_url, [job_id])
-    assert files[job_id]["state"] == "succeeded"
-    assert files[job_id]["result"] is None
-    assert jobs[job_id]["error_code"] == "result_expired"
-    assert len(sim.hits_to("/download")) == 1  # gone is final: asked once
+    # A download answered 410 (kept no longer) ends the completion: result_expired, asked once.
+    assert (files[late]["state"], files[late]["result"]) == ("succeeded", None)
+    assert jobs[late]["error_code"] == "result_expired"
+    assert len(sim.hits_to("/download")) == 4
 
 
 async def test_a_throttled_unstructured_is_asked_again_only_after_retry_after(

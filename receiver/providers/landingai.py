@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from receiver.providers.mapping import GenericSettings
 
 
+GONE = "the job's result is no longer held (kept 24 h; once under zero data retention)"
+
+
 class LandingAIOptions(BaseModel):
     """``[sources.NAME.landingai]``: which jobs the source tracks, and the data retention."""
 
@@ -99,7 +102,10 @@ class LandingAI(Provider):
         result: ResultRef | None = None
         code: str | None = None
         if state is State.SUCCEEDED:
-            result = self._result(body, job_id)
+            result = _result(body, self.options.zero_data_retention)
+            if result is None:
+                # Past its 24 hours, or already fetched under zero data retention.
+                error, code = GONE, "result_expired"
             failed = _failed_pages(body.get("data"), body.get("metadata"))
             if failed:
                 state, code = State.PARTIAL, "pages_failed"
@@ -107,13 +113,14 @@ class LandingAI(Provider):
         return JobStatus(state=state, provider_status=status, result=result, error=error,
                          progress=progress, error_code=code)  # fmt: skip
 
-    def _result(self, body: dict[str, Any], job_id: str) -> ResultRef:
-        url = body.get("output_url")
-        if isinstance(url, str) and url:
-            return ResultRef(url=url, single_use=self.options.zero_data_retention)
-        if body.get("data") is not None:
-            return ResultRef(inline=body["data"])
-        raise ProviderError(f"landingai job {job_id}: completed without data or an output_url")
+
+def _result(body: dict[str, Any], single_use: bool) -> ResultRef | None:
+    url = body.get("output_url")
+    if isinstance(url, str) and url:
+        return ResultRef(url=url, single_use=single_use)
+    if body.get("data") is not None:
+        return ResultRef(inline=body["data"])
+    return None
 
 
 def _failed_pages(data: object, metadata: object) -> list[int]:

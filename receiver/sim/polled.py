@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from receiver.sim.clouds import CloudOptions
 
-OUTCOME_WORDS = ("corrupt", "torn", "stop", "timeout", "large")
+OUTCOME_WORDS = ("corrupt", "torn", "stop", "expired", "large")
 """Words in a document's name (or a line's ``custom_id``) that pick its simulated outcome."""
 
 

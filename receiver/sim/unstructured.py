@@ -7,7 +7,8 @@ ephemeral job and answers its ``JobInformation``; ``GET /api/v1/jobs/{id}`` (and
 per-minute budget the answer is 429 with ``Retry-After``; a result past its retention is 410.
 
 Outcomes by file name: ``corrupt`` fails that file (the job still ``COMPLETED``, the file in
-``failed-files``; every file corrupt: ``FAILED``), ``stop`` stops the job (``STOPPED``).
+``failed-files``; every file corrupt: ``FAILED``), ``stop`` stops the job (``STOPPED``),
+``expired`` answers that file's download 410 as if its retention had passed.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class UnstructuredSim(PolledSim):
         name = dict(job.files).get(file_id or "")
         if self.status(job) != "COMPLETED" or name is None or outcome(name) == "corrupt":
             return self.refuse(request, 404, {"detail": f"no output for file {file_id!r}"})
-        if self.gone(job.started + self.duration):
+        if self.gone(job.started + self.duration) or outcome(name) == "expired":
             return self.refuse(request, 410, {"detail": "the job's output has expired"})
         elements = [
             {"type": "Title", "element_id": f"{file_id}-0", "text": name,

@@ -87,8 +87,10 @@ def test_landingai_results_inline_by_url_single_use_and_failed_pages() -> None:
         "pages_failed",
         "pages 2, 5 failed to parse",
     )
+    gone = plain.parse_job({"status": "completed"}, source="s", job_id="j")
+    assert (gone.state, gone.result, gone.error_code) == (State.SUCCEEDED, None, "result_expired")
     with pytest.raises(ProviderError):
-        plain.parse_job({"status": "completed"}, source="s", job_id="j")
+        plain.parse_job({"state": "completed"}, source="s", job_id="j")
     with pytest.raises(PayloadError):
         plain.parse_webhook({"job_id": "j", "status": "completed"}, source="s", message_id="m")
 
