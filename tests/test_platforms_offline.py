@@ -10,6 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 from landingai_ade import LandingAIADE
 from mistralai.client import Mistral
 from unstructured_client import UnstructuredClient
@@ -240,3 +241,23 @@ async def test_a_zero_data_retention_result_is_fetched_once_and_the_url_then_ref
     assert _result(tmp_path, "landingai", job_id)["markdown"] == "# zdr.pdf\n"
     assert [h.status for h in sim.hits if h.path.startswith("/outputs/")] == [200, 404]
     assert again.status_code == 404
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs the single-use machinery (a durable 'fetch started' record, result_consumed)",
+)
+async def test_a_single_use_result_cut_mid_download_is_result_consumed_and_never_asked_again(
+    tmp_path: Path,
+) -> None:
+    # Under zero data retention the first request deletes the result: a download cut halfway
+    # cannot be tried again, and the completion must end with its own error at once.
+    sim = LandingAISim(api_key=KEY, duration=0.5, cut_outputs=1)
+    async with live_server(sim.app()) as sim_url:
+        sim.public_url = sim_url
+        job_id = await asyncio.to_thread(_landingai_submit, sim_url, "zdr.pdf", zdr=True)
+        table = "[sources.landingai.landingai]\nzero_data_retention = true\n"
+        files, jobs = await _run_jobhook(tmp_path, "landingai", sim_url, [job_id], table=table)
+    assert files[job_id]["result"] is None
+    assert jobs[job_id]["error_code"] == "result_consumed"
+    assert len([h for h in sim.hits if h.path.startswith("/outputs/")]) == 1

@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from receiver.sim.polled import PolledSim, bearer, form_parts, outcome, require_key
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from starlette.requests import Request
 
     from receiver.sim.clouds import CloudOptions
@@ -53,6 +55,8 @@ class AdeJob:
 @dataclass
 class LandingAISim(PolledSim):
     jobs: dict[str, AdeJob] = field(default_factory=dict)
+    cut_outputs: int = 0
+    """The next this many output downloads stop halfway (the connection dropped mid-body)."""
 
     def app(self) -> Starlette:
         return Starlette(routes=[
@@ -157,6 +161,19 @@ class LandingAISim(PolledSim):
         if job is None or job.consumed or self.gone(job.started + self.duration):
             return self.refuse(request, 404, {"detail": "NoSuchKey"})
         job.consumed = job.zdr
+        if self.cut_outputs > 0:
+            self.cut_outputs -= 1
+            body = json.dumps(self.result(job)).encode()
+
+            async def halfway() -> AsyncIterator[bytes]:
+                yield body[: len(body) // 2]
+                raise ConnectionAbortedError("simulated: the connection dropped mid-body")
+
+            headers = {"Content-Length": str(len(body))}
+            return self.answer(
+                request,
+                StreamingResponse(halfway(), headers=headers, media_type="application/json"),
+            )
         return self.answer(request, JSONResponse(self.result(job)))
 
     def _gate(self, request: Request) -> Response | None:
