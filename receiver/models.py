@@ -55,6 +55,9 @@ class ResultRef:
     assemble: str | None = None
     """A result the job API assembles from several calls (``JobAPI.write_result``): the
     provider's name for it (Textract: the ``Get*`` API whose pages make it)."""
+    single_use: bool = False
+    """The provider serves this result once: jobhook requests it at most once, even across
+    restarts."""
 
 
 @dataclass(frozen=True, slots=True)

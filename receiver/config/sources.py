@@ -13,6 +13,7 @@ from receiver.errors import ProviderLoadError
 from receiver.providers import Provider, provider_class
 from receiver.providers.azure import AzureOptions
 from receiver.providers.google import GcpOptions
+from receiver.providers.landingai import LandingAIOptions
 from receiver.providers.mapping import GenericSettings
 from receiver.providers.textract import AwsSettings
 from receiver.secret import Secret, resolve_secret
@@ -80,11 +81,13 @@ class SourceSettings(_Section):
     """``provider = "azure-docintel"``: its API version and default model."""
     gcp: GcpOptions | None = None
     """``provider = "google-docai"``: service account, location, Cloud Storage."""
+    landingai: LandingAIOptions | None = None
+    """``provider = "landingai"``: parse or extract jobs, and zero data retention."""
 
     @property
     def table(self) -> BaseModel | None:
         """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
-        return self.aws or self.azure or self.gcp
+        return self.aws or self.azure or self.gcp or self.landingai
 
     @model_validator(mode="before")
     @classmethod
@@ -216,9 +219,16 @@ class SourceSettings(_Section):
             raise ValueError("provider 'google-docai' signs with [sources.NAME.gcp] credentials "
                              "(a service-account key), not an api_key")  # fmt: skip
         table_name = provider_class(self.provider).table_name  # the field check found it
-        for name in ("azure", "gcp"):
+        for name in ("azure", "gcp", "landingai"):
             if getattr(self, name) is not None and name != table_name:
-                raise ValueError(f"an {name} table is not for provider {self.provider!r}")
+                article = "an" if name[0] in "aeiou" else "a"
+                raise ValueError(f"{article} {name} table is not for provider {self.provider!r}")
+        # Google signs with its service account; every other polled provider with an API key.
+        polled = not provider_class(self.provider).webhooks
+        if polled and self.provider != "google-docai" and not self.api_key:
+            raise ValueError(
+                f"provider {self.provider!r} is polled: it needs api_key (its API key)"
+            )
         if self.webhook_mode == "direct":
             check_direct(self.provider, self.api_base_url, self.api_key, self.direct_tokens)
         elif self.direct_tokens:

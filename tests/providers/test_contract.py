@@ -69,6 +69,9 @@ def test_every_provider_of_the_design_is_registered() -> None:
         "textract",
         "azure-docintel",
         "google-docai",
+        "unstructured",
+        "landingai",
+        "mistral",
     }
 
 
