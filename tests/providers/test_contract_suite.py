@@ -16,6 +16,11 @@ from receiver.providers import get_provider
 from receiver.providers.contract_suite import ProviderContract
 from tests.providers.clouddrivers import azure_driver, google_driver, textract_driver
 from tests.providers.configs import generic_for
+from tests.providers.platformdrivers import (
+    landingai_driver,
+    mistral_driver,
+    unstructured_driver,
+)
 from tests.providers.simdriver import sim_driver
 
 if TYPE_CHECKING:
@@ -41,6 +46,9 @@ DRIVERS: dict[str, Opener] = {
     "textract": textract_driver,
     "azure-docintel": azure_driver,
     "google-docai": google_driver,
+    "unstructured": unstructured_driver,
+    "landingai": landingai_driver,
+    "mistral": mistral_driver,
 }  # fmt: skip
 
 
