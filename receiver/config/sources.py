@@ -13,6 +13,7 @@ from receiver.errors import ProviderLoadError
 from receiver.providers import PROVIDERS, Provider, provider_class
 from receiver.providers.azure import AzureOptions
 from receiver.providers.google import GcpOptions
+from receiver.providers.landingai import LandingAIOptions
 from receiver.providers.mapping import GenericSettings
 from receiver.providers.textract import AwsSettings
 from receiver.secret import Secret, resolve_secret
@@ -88,11 +89,13 @@ class SourceSettings(_Section):
     """``provider = "azure-docintel"``: its API version and default model."""
     gcp: GcpOptions | None = None
     """``provider = "google-docai"``: service account, location, Cloud Storage."""
+    landingai: LandingAIOptions | None = None
+    """``provider = "landingai"``: parse or extract jobs, and zero data retention."""
 
     @property
     def table(self) -> BaseModel | None:
         """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
-        return self.aws or self.azure or self.gcp
+        return self.aws or self.azure or self.gcp or self.landingai
 
     @model_validator(mode="before")
     @classmethod
@@ -226,9 +229,15 @@ class SourceSettings(_Section):
                              "(a service-account key), not an api_key")  # fmt: skip
         found = provider_class(self.provider)  # the field check found it
         table_name = found.table_name
-        for name in ("azure", "gcp"):
+        for name in ("azure", "gcp", "landingai"):
             if getattr(self, name) is not None and name != table_name:
-                raise ValueError(f"an {name} table is not for provider {self.provider!r}")
+                article = "an" if name[0] in "aeiou" else "a"
+                raise ValueError(f"{article} {name} table is not for provider {self.provider!r}")
+        # Google signs with its service account; every other polled provider with an API key.
+        if not found.webhooks and self.provider != "google-docai" and not self.api_key:
+            raise ValueError(
+                f"provider {self.provider!r} is polled: it needs api_key (its API key)"
+            )
         if found.unsigned_only and self.webhook_mode != "direct":
             raise ValueError(
                 f"provider {self.provider!r} sends unsigned callbacks only: set "

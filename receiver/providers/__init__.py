@@ -21,9 +21,12 @@ from receiver.providers.docurift import DocuRift
 from receiver.providers.generic import Generic
 from receiver.providers.google import GoogleDocAI
 from receiver.providers.knowhere import Knowhere
+from receiver.providers.landingai import LandingAI
 from receiver.providers.mapping import GenericSettings
+from receiver.providers.mistral import MistralBatch
 from receiver.providers.reducto import Reducto
 from receiver.providers.textract import Textract
+from receiver.providers.unstructured import Unstructured
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -41,6 +44,9 @@ PROVIDERS: dict[str, type[Provider]] = {
         GoogleDocAI,
         Textract,
         Docling,
+        Unstructured,
+        LandingAI,
+        MistralBatch,
     )
 }
 """The built-in providers, by name; third-party ones are found by ``provider_class``."""

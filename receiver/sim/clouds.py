@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 CLOUDS = {
     "azure-docintel": "receiver.sim.azure",
     "google-docai": "receiver.sim.google",
+    "unstructured": "receiver.sim.unstructured",
+    "landingai": "receiver.sim.landingai",
+    "mistral": "receiver.sim.mistral",
 }
 """``--provider`` name: the module whose ``build(CloudOptions)`` makes its app."""
 

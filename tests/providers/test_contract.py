@@ -70,6 +70,9 @@ def test_every_provider_of_the_design_is_registered() -> None:
         "azure-docintel",
         "google-docai",
         "docling",
+        "unstructured",
+        "landingai",
+        "mistral",
     }
 
 

@@ -16,6 +16,11 @@ from receiver.providers import get_provider
 from receiver.providers.contract_suite import ProviderContract
 from tests.providers.clouddrivers import azure_driver, google_driver, textract_driver
 from tests.providers.configs import generic_for
+from tests.providers.platformdrivers import (
+    landingai_driver,
+    mistral_driver,
+    unstructured_driver,
+)
 from tests.providers.simdriver import sim_driver
 
 if TYPE_CHECKING:
@@ -43,6 +48,9 @@ DRIVERS: dict[str, Opener] = {
     "google-docai": google_driver,
     "docling": lambda: sim_driver("docling", get_provider("docling"), job_word="/task_status",
                                   webhook_word="/progress/kind", webhook_metadata=NONE),
+    "unstructured": unstructured_driver,
+    "landingai": landingai_driver,
+    "mistral": mistral_driver,
 }  # fmt: skip
 
 

@@ -1,0 +1,173 @@
+"""The contract suite's drivers for the polled platforms' simulators: Unstructured, LandingAI
+ADE and Mistral OCR batches.
+
+Each simulator is served from a thread (``served_in_thread``) on a clock moved by hand; a job
+is made in a state by starting it as far back on that clock as the state needs, its outcome
+picked by its document's name as the simulators' own tests pick it (``corrupt`` fails).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from receiver.models import State
+from receiver.providers import get_provider
+from receiver.providers.contract_suite import REQUIRED_STATES, SimulatorDriver
+from receiver.providers.landingai import LandingAIOptions
+from receiver.sim import ManualClock
+from receiver.sim.landingai import AdeJob, LandingAISim
+from receiver.sim.mistral import BatchJob, MistralSim
+from receiver.sim.unstructured import UnstructuredJob, UnstructuredSim
+from tests.providers.simdriver import served_in_thread
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from receiver.sim.polled import PolledSim
+
+DURATION = 1_000.0
+"""Simulated seconds a job runs: far longer than any wait in the suite."""
+
+
+def _ago(state: State) -> float:
+    """How long before now a job in ``state`` started (queued for a tenth of its run)."""
+    return {State.QUEUED: 0.0, State.RUNNING: DURATION / 2}.get(state, DURATION)
+
+
+class PolledDriver(SimulatorDriver):
+    """What the polled platforms' drivers share: the clock, and a throttle made of the
+    simulators' own per-window budget (``PolledSim.gate``)."""
+
+    def __init__(self, sim: PolledSim, clock: ManualClock, base_url: str) -> None:
+        self.sim = sim
+        self.clock = clock
+        self.base_url = base_url
+        self.api_key = sim.api_key
+        self._saved: tuple[float, float] | None = None
+
+    async def throttle(self, retry_after: int) -> float | None:
+        # A budget of one request a ``retry_after``-second window, spent now: the next answer
+        # is a 429 whose Retry-After is the window's remainder, ``retry_after``.
+        self._saved = (self.sim.requests_per_minute, self.sim.rate_window)
+        self.sim.requests_per_minute, self.sim.rate_window = 1, float(retry_after)
+        # The driver stands in for the window's earlier request.
+        self.sim._window.clear()
+        self.sim._window.append(self.clock.time())
+        return float(retry_after)
+
+    async def elapse(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        if self._saved is not None:
+            start = self.sim._window[0] if self.sim._window else 0.0
+            if self.clock.time() >= start + self.sim.rate_window - 1e-6:
+                self.sim.requests_per_minute, self.sim.rate_window = self._saved
+                self._saved = None
+
+    async def webhook_body(self, job_id: str) -> Any:
+        return None
+
+    def reword_webhook(self, body: Any, word: str) -> Any:
+        raise AssertionError(f"{self.provider.name} sends no webhooks")
+
+
+class UnstructuredDriver(PolledDriver):
+    """Unstructured's platform jobs; a partial job is one with a corrupt file beside a good one."""
+
+    states = (*REQUIRED_STATES, State.PARTIAL)
+    # COMPLETED, with failed files: the failed-files answer tells it.
+    job_reports = MappingProxyType({State.PARTIAL: State.SUCCEEDED})
+
+    def __init__(self, sim: UnstructuredSim, clock: ManualClock, base_url: str) -> None:
+        super().__init__(sim, clock, base_url)
+        self.jobs = sim.jobs
+        self.provider = get_provider("unstructured")
+
+    async def job_in(self, state: State, *, metadata: dict[str, Any]) -> str:
+        names = {State.FAILED: ["corrupt.pdf"], State.PARTIAL: ["a.pdf", "corrupt.pdf"]}
+        files = [(str(uuid.uuid4()), name) for name in names.get(state, ["a.pdf"])]
+        job = UnstructuredJob(str(uuid.uuid4()), self.clock.time() - _ago(state), files, "hi_res")
+        self.jobs[job.id] = job
+        return job.id
+
+    def reword_job(self, body: Any, word: str) -> Any:
+        return {**body, "status": word}
+
+
+class LandingAIDriver(PolledDriver):
+    """LandingAI ADE's parse jobs; a partial parse is one with a failed page (``torn``)."""
+
+    states = (*REQUIRED_STATES, State.PARTIAL)
+    # completed, with failed pages in its metadata.
+    job_reports = MappingProxyType({State.PARTIAL: State.SUCCEEDED})
+
+    def __init__(self, sim: LandingAISim, clock: ManualClock, base_url: str) -> None:
+        super().__init__(sim, clock, base_url)
+        self.jobs = sim.jobs
+        self.provider = get_provider("landingai", table=LandingAIOptions(jobs="parse"))
+
+    async def job_in(self, state: State, *, metadata: dict[str, Any]) -> str:
+        name = {State.FAILED: "corrupt.pdf", State.PARTIAL: "torn.pdf"}.get(state, "doc.pdf")
+        job_id = f"cjob_{uuid.uuid4().hex[:20]}"
+        self.jobs[job_id] = AdeJob(job_id, "parse", self.clock.time() - _ago(state), name, False)
+        return job_id
+
+    def reword_job(self, body: Any, word: str) -> Any:
+        return {**body, "status": word}
+
+
+class MistralDriver(PolledDriver):
+    """Mistral's OCR batch jobs; a failed batch is one whose input was refused, a partial one
+    has a request whose ``custom_id`` says ``corrupt``."""
+
+    states = (*REQUIRED_STATES, State.PARTIAL)
+    # SUCCESS, with failed_requests: the counts tell it.
+    job_reports = MappingProxyType({State.PARTIAL: State.SUCCEEDED})
+
+    def __init__(self, sim: MistralSim, clock: ManualClock, base_url: str) -> None:
+        super().__init__(sim, clock, base_url)
+        self.jobs = sim.jobs
+        self.provider = get_provider("mistral")
+
+    async def job_in(self, state: State, *, metadata: dict[str, Any]) -> str:
+        ids = {State.PARTIAL: ["doc-1", "corrupt-2"]}.get(state, ["doc-1"])
+        requests = [{"custom_id": i, "body": {"document": {"type": "document_url",
+                     "document_url": f"https://docs.example/{i}.pdf"}}} for i in ids]  # fmt: skip
+        invalid = "file f-1: every line must be a JSON object with a body"
+        job = BatchJob(str(uuid.uuid4()), self.clock.time() - _ago(state), ["f-1"], "/v1/ocr",
+                       "mistral-ocr-latest", dict(metadata), requests,
+                       invalid=invalid if state is State.FAILED else None)  # fmt: skip
+        self.jobs[job.id] = job
+        return job.id
+
+    def reword_job(self, body: Any, word: str) -> Any:
+        return {**body, "status": word}
+
+
+@contextlib.contextmanager
+def unstructured_driver() -> Iterator[UnstructuredDriver]:
+    clock = ManualClock()
+    sim = UnstructuredSim(api_key="contract-unstructured-key", duration=DURATION, clock=clock.time)
+    with served_in_thread(sim.app()) as url:
+        sim.public_url = url
+        yield UnstructuredDriver(sim, clock, url)
+
+
+@contextlib.contextmanager
+def landingai_driver() -> Iterator[LandingAIDriver]:
+    clock = ManualClock()
+    sim = LandingAISim(api_key="contract-landingai-key", duration=DURATION, clock=clock.time)
+    with served_in_thread(sim.app()) as url:
+        sim.public_url = url
+        yield LandingAIDriver(sim, clock, url)
+
+
+@contextlib.contextmanager
+def mistral_driver() -> Iterator[MistralDriver]:
+    clock = ManualClock()
+    sim = MistralSim(api_key="contract-mistral-key", duration=DURATION, clock=clock.time)
+    with served_in_thread(sim.app()) as url:
+        sim.public_url = url
+        yield MistralDriver(sim, clock, url)
