@@ -111,8 +111,8 @@ class LlamaParse(Provider):
         if job_id is None:
             raise PayloadError("invalid_payload", "the webhook names no parse job (data.id)")
         word = payload.get("event_type")
-        if not isinstance(word, str) or not word.startswith("parse."):
-            raise PayloadError("invalid_payload", "field 'event_type' is not a parse.* event")
+        if not isinstance(word, str) or not word:
+            raise PayloadError("invalid_payload", "field 'event_type' is missing or not a string")
         return Event(
             source=source,
             job_id=job_id,
