@@ -34,6 +34,7 @@ from receiver.errors import (
 )
 from receiver.intake.webhooks import BodyDeadlines, parse_json, read_body
 from receiver.models import Event
+from receiver.providers.base import hinted_job
 from receiver.providers.jobapi import JobNotFoundError
 
 if TYPE_CHECKING:
@@ -215,8 +216,8 @@ class DirectEndpoint:
         if body is None:
             return JSONResponse({"error": "no_body"}, status_code=400)
         payload = parse_json(body)
-        job_id = payload.get(auth.job_field) if isinstance(payload, dict) else None
-        if not isinstance(job_id, str) or not 0 < len(job_id) <= MAX_JOB_ID:
+        job_id = hinted_job(payload, auth.job_field)
+        if job_id is None or len(job_id) > MAX_JOB_ID:
             raise PayloadError(
                 "invalid_payload", f"field {auth.job_field!r} is missing or not a job id"
             )

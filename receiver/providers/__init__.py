@@ -22,6 +22,7 @@ from receiver.providers.generic import Generic
 from receiver.providers.google import GoogleDocAI
 from receiver.providers.knowhere import Knowhere
 from receiver.providers.landingai import LandingAI
+from receiver.providers.llamaparse import LlamaParse
 from receiver.providers.mapping import GenericSettings
 from receiver.providers.mistral import MistralBatch
 from receiver.providers.reducto import Reducto
@@ -47,6 +48,7 @@ PROVIDERS: dict[str, type[Provider]] = {
         Unstructured,
         LandingAI,
         MistralBatch,
+        LlamaParse,
     )
 }
 """The built-in providers, by name; third-party ones are found by ``provider_class``."""

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from receiver.models import Via
     from receiver.providers.mapping import GenericSettings
 
-__all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef", "Submission"]
+__all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef", "Submission", "hinted_job"]
 
 log = structlog.get_logger(__name__)
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -108,7 +108,9 @@ class Provider:
     sources need no signing secret, and its jobs are polled from the start."""
     hint_job_field: ClassVar[str | None] = None
     """The field of an unsigned callback's JSON body that names the job: set by a provider
-    whose callbacks are taken as hints (``webhook_mode = "direct"``); None: it sends none."""
+    whose callbacks are taken as hints (``webhook_mode = "direct"``); None: it sends none.
+    A dotted path (``data.id``) reaches into an object; ``|`` separates paths tried in order
+    (``hinted_job`` reads it)."""
     unsigned_only: ClassVar[bool] = False
     """True for a provider that never signs its callbacks (Docling Serve): its sources take
     them as hints only (``webhook_mode = "direct"``) and have no signing secret."""
@@ -183,6 +185,24 @@ class Provider:
     def retry_hint(self, body: Any) -> float | None:
         """Seconds to wait, when an error body (429, 503) says so; None otherwise."""
         return None
+
+
+def hinted_job(payload: Any, field: str) -> str | None:
+    """The job a callback names at ``field`` (``hint_job_field``): the first of its paths
+    holding a non-empty string. A payload that is a string is read as the JSON it encodes
+    (LlamaCloud's ``webhook_output_format = "string"``). None when no path names a job."""
+    if isinstance(payload, str):
+        try:
+            payload = json.loads(payload)
+        except ValueError:
+            return None
+    for path in field.split("|"):
+        value = payload
+        for key in path.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def job_segment(job_id: str) -> str:

@@ -26,6 +26,9 @@ DEFAULT_BUDGETS: dict[str, float] = {
     "reducto": 300.0,
     "docurift": 120.0,
     "docextract": 100.0,
+    # LlamaCloud publishes limits for uploads only, and "20 requests per minute" for free-tier
+    # organisations: the free tier's figure, so no plan is throttled by jobhook's polls.
+    "llamaparse": 20.0,
     # Textract's Get* quotas are 5 to 10 transactions a second by region, shared by every
     # caller of the account: a fifth of the lowest, so jobhook never crowds the pipeline out.
     "textract": 60.0,

@@ -38,7 +38,7 @@ _PROVIDERS_OF = {
     "docurift": ("docurift", "generic"),
     "docextract": ("docextract", "generic"),
     "sns": ("textract",),
-    "llamacloud": ("generic",),
+    "llamacloud": ("llamaparse", "generic"),
 }
 
 

@@ -21,6 +21,7 @@ CLOUDS = {
     "unstructured": "receiver.sim.unstructured",
     "landingai": "receiver.sim.landingai",
     "mistral": "receiver.sim.mistral",
+    "llamaparse": "receiver.sim.llamaparse",
 }
 """``--provider`` name: the module whose ``build(CloudOptions)`` makes its app."""
 

@@ -1,5 +1,5 @@
 """The contract suite's drivers for the polled platforms' simulators: Unstructured, LandingAI
-ADE and Mistral OCR batches.
+ADE, Mistral OCR batches and LlamaParse.
 
 Each simulator is served from a thread (``served_in_thread``) on a clock moved by hand; a job
 is made in a state by starting it as far back on that clock as the state needs, its outcome
@@ -19,6 +19,7 @@ from receiver.providers.contract_suite import REQUIRED_STATES, SimulatorDriver
 from receiver.providers.landingai import LandingAIOptions
 from receiver.sim import ManualClock
 from receiver.sim.landingai import AdeJob, LandingAISim
+from receiver.sim.llamaparse import LlamaParseSim, ParseJob
 from receiver.sim.mistral import BatchJob, MistralSim
 from receiver.sim.unstructured import UnstructuredJob, UnstructuredSim
 from tests.providers.simdriver import served_in_thread
@@ -146,6 +147,37 @@ class MistralDriver(PolledDriver):
         return {**body, "status": word}
 
 
+class LlamaParseDriver(PolledDriver):
+    """LlamaParse's parse jobs; a partial job is one with a failed page (``torn``). Its webhooks
+    are the simulator's (``LlamaParseSim.payload``), as a ``"json"`` configuration sends them."""
+
+    states = (*REQUIRED_STATES, State.PARTIAL, State.CANCELLED)
+    # COMPLETED, with a failed page among the pages: the expanded answer tells it.
+    job_reports = MappingProxyType({State.PARTIAL: State.SUCCEEDED})
+    webhook_metadata = frozenset()
+
+    def __init__(self, sim: LlamaParseSim, clock: ManualClock, base_url: str) -> None:
+        super().__init__(sim, clock, base_url)
+        self.llama = sim
+        self.provider = get_provider("llamaparse")
+
+    async def job_in(self, state: State, *, metadata: dict[str, Any]) -> str:
+        name = {State.FAILED: "corrupt.pdf", State.PARTIAL: "torn.pdf"}.get(state, "doc.pdf")
+        job = ParseJob(str(uuid.uuid4()), self.clock.time() - _ago(state), name, "fast",
+                       cancelled=state is State.CANCELLED)  # fmt: skip
+        self.llama.jobs[job.id] = job
+        return job.id
+
+    async def webhook_body(self, job_id: str) -> Any:
+        return self.llama.payload(self.llama.jobs[job_id])
+
+    def reword_job(self, body: Any, word: str) -> Any:
+        return {**body, "job": {**body["job"], "status": word}}
+
+    def reword_webhook(self, body: Any, word: str) -> Any:
+        return {**body, "event_type": word}
+
+
 @contextlib.contextmanager
 def unstructured_driver() -> Iterator[UnstructuredDriver]:
     clock = ManualClock()
@@ -171,3 +203,12 @@ def mistral_driver() -> Iterator[MistralDriver]:
     with served_in_thread(sim.app()) as url:
         sim.public_url = url
         yield MistralDriver(sim, clock, url)
+
+
+@contextlib.contextmanager
+def llamaparse_driver() -> Iterator[LlamaParseDriver]:
+    clock = ManualClock()
+    sim = LlamaParseSim(api_key="contract-llamaparse-key", duration=DURATION, clock=clock.time)
+    with served_in_thread(sim.app()) as url:
+        sim.public_url = url
+        yield LlamaParseDriver(sim, clock, url)

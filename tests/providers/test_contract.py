@@ -73,6 +73,7 @@ def test_every_provider_of_the_design_is_registered() -> None:
         "unstructured",
         "landingai",
         "mistral",
+        "llamaparse",
     }
 
 

@@ -18,6 +18,7 @@ from tests.providers.clouddrivers import azure_driver, google_driver, textract_d
 from tests.providers.configs import generic_for
 from tests.providers.platformdrivers import (
     landingai_driver,
+    llamaparse_driver,
     mistral_driver,
     unstructured_driver,
 )
@@ -51,6 +52,7 @@ DRIVERS: dict[str, Opener] = {
     "unstructured": unstructured_driver,
     "landingai": landingai_driver,
     "mistral": mistral_driver,
+    "llamaparse": llamaparse_driver,
 }  # fmt: skip
 
 

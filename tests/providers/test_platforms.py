@@ -137,7 +137,7 @@ async def test_a_forged_landingai_webhook_is_refused_and_changes_no_job(tmp_path
     assert after["state"] == "queued"
 
 
-@pytest.mark.parametrize("provider", ["unstructured", "landingai", "mistral"])
+@pytest.mark.parametrize("provider", ["unstructured", "landingai", "mistral", "llamaparse"])
 def test_simulate_refuses_to_start_without_a_key(provider: str) -> None:
     result = CliRunner().invoke(main, ["simulate", "--provider", provider], env={
         "JOBHOOK_SIM_API_KEY": ""})  # fmt: skip
