@@ -103,6 +103,9 @@ class Provider:
     calls); None: JobAPI. Typed loosely because jobapi imports this module."""
     table_name: ClassVar[str | None] = None
     """The name of the source's sub-table this provider reads (``azure``, ``gcp``), if any."""
+    table_model: ClassVar[type[BaseModel] | None] = None
+    """The model of that sub-table: ``from_settings`` hands ``__init__`` an instance of it,
+    or None when the source has none (the adapter's defaults)."""
     webhooks: ClassVar[bool] = True
     """False for a provider that announces nothing (a long-running operation is polled): its
     sources need no signing secret, and its jobs are polled from the start."""
@@ -122,8 +125,17 @@ class Provider:
         table: BaseModel | None = None,
     ) -> Provider:
         """The adapter for one configured source; ``generic`` reads its table, a cloud
-        provider its own (``table``: ``[sources.NAME.aws]``...)."""
-        return cls()
+        provider its own (``table``: ``[sources.NAME.aws]``...); TypeError for a table that is
+        not an instance of ``table_model``."""
+        if table is not None and (
+            cls.table_model is None or not isinstance(table, cls.table_model)
+        ):
+            wanted = f"a [{cls.table_name}] table" if cls.table_model else "no sub-table"
+            raise TypeError(f"provider {cls.name!r} takes {wanted}, not {type(table).__name__}")
+        return cls(table)
+
+    def __init__(self, table: BaseModel | None = None) -> None:
+        """``table``: the source's sub-table (see ``table_model``); None for the defaults."""
 
     def default_api_base_url(self) -> str | None:
         """Where the job API is when ``api_base_url`` is unset (a cloud's regional endpoint)."""
