@@ -29,7 +29,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote, urlencode
 
 import structlog
@@ -45,13 +45,17 @@ if TYPE_CHECKING:
     from receiver.models import Via
     from receiver.providers.mapping import GenericSettings
 
-__all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef", "Submission"]
+__all__ = ["JobAuth", "JobStatus", "ListedJob", "Provider", "ResultRef", "Submission"]
 
 log = structlog.get_logger(__name__)
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 ListedJob = tuple[str, str]
 """One entry of a provider's job list: (job id, the provider's status word)."""
+
+JobAuth = Literal["api_key", "table", "sigv4"]
+"""How a provider's job API authenticates: the source's ``api_key``; credentials in the
+provider's own sub-table (``table_name``); or AWS Signature V4 with the environment's keys."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,9 @@ class Provider:
     """The header that carries the API key."""
     auth_scheme: str = "Bearer "
     """The text before the key in ``auth_header`` (``""`` for a bare key)."""
+    job_auth: ClassVar[JobAuth] = "api_key"
+    """How the job API authenticates (``JobAuth``). Only an ``api_key`` provider takes the
+    source's ``api_key``, and a polled one (``webhooks = False``) needs it."""
     cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
     """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
     job_api_class: ClassVar[type[Any] | None] = None

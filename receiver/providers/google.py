@@ -289,6 +289,7 @@ class GoogleDocAI(Provider):
     job_api_class = GoogleJobAPI
     table_name = "gcp"
     table_model = GcpOptions
+    job_auth = "table"
     cannot_resubmit = (
         "google-docai: an operation keeps where its documents were, but a batch is submitted "
         "by the pipeline (processor, inputs, output bucket), so it must submit it again"

@@ -144,6 +144,7 @@ class Textract(Provider):
     name = "textract"
     table_name = "aws"
     table_model = AwsSettings
+    job_auth = "sigv4"
     status_words = {
         "IN_PROGRESS": State.RUNNING,
         "SUCCEEDED": State.SUCCEEDED,
