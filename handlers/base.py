@@ -10,19 +10,19 @@ keys with their ``options_model`` (``handlers.options``); a plugin checks its ow
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from receiver.completion import Handler
 from receiver.errors import HandlerLoadError
+from receiver.importer import import_from_string
 
 if TYPE_CHECKING:
     from receiver.config.settings import HandlerSettings
 
 ENTRY_POINT_GROUP = "jobhook.handlers"
-__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "Handler", "import_from_string", "load_handler"]
+__all__ = ["BUILTINS", "ENTRY_POINT_GROUP", "Handler", "load_handler"]
 
 BUILTINS = {
     "file": "handlers.file:FileHandler",
@@ -35,37 +35,11 @@ BUILTINS = {
 }
 
 
-def import_from_string(spec: str) -> Any:
-    """Load ``"package.module:attr"`` (dotted attr allowed) with an exact error."""
-    module_name, sep, attrs = spec.partition(":")
-    if not sep or not module_name or not attrs:
-        raise HandlerLoadError(f'{spec!r} must be in the form "package.module:attribute"')
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        missing = exc.name is None or f"{module_name}.".startswith(f"{exc.name}.")
-        if not missing:  # the module exists, and one it imports does not
-            raise HandlerLoadError(f"importing {module_name!r} failed: {exc}") from exc
-        raise HandlerLoadError(
-            f"module {module_name!r} not found; install the package that provides it in "
-            "jobhook's environment, or correct the type"
-        ) from exc
-    except Exception as exc:
-        raise HandlerLoadError(f"importing {module_name!r} failed: {_describe(exc)}") from exc
-    obj: Any = module
-    for attr in attrs.split("."):
-        try:
-            obj = getattr(obj, attr)
-        except AttributeError:
-            raise HandlerLoadError(f"{module_name!r} has no attribute {attrs!r}") from None
-    return obj
-
-
 def _resolve_type(kind: str) -> Any:
     if kind in BUILTINS:
-        return import_from_string(BUILTINS[kind])
+        return import_from_string(BUILTINS[kind], HandlerLoadError)
     if ":" in kind:
-        return import_from_string(kind)
+        return import_from_string(kind, HandlerLoadError)
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=kind):
         try:
             return ep.load()

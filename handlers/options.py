@@ -15,9 +15,10 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, WithJsonSchema
 
-from handlers.base import BUILTINS, import_from_string
+from handlers.base import BUILTINS
 from receiver.config.problems import error_lines
 from receiver.config.settings import SecretValue
+from receiver.importer import import_from_string
 
 SECRET_SCHEMA = {"type": "string", "description": "a literal, 'env:NAME' or 'file:PATH'"}
 

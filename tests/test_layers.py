@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "receiver.backoff",
         "receiver.loops",
         "receiver.tracing",
+        "receiver.importer",
     ),
 )
 ROOT_VOCABULARY = set(LAYERS[-1])

@@ -224,17 +224,24 @@ class SourceSettings(_Section):
                 "provider 'azure-docintel' needs api_base_url (the resource's endpoint, "
                 "https://NAME.cognitiveservices.azure.com) and api_key (its key)"
             )
-        if self.provider == "google-docai" and self.api_key is not None:
-            raise ValueError("provider 'google-docai' signs with [sources.NAME.gcp] credentials "
-                             "(a service-account key), not an api_key")  # fmt: skip
         found = provider_class(self.provider)  # the field check found it
+        if found.job_auth != "api_key" and self.api_key is not None:
+            signer = (
+                f"[sources.NAME.{found.table_name}] credentials"
+                if found.job_auth == "table" and found.table_name
+                else "its own credentials"
+                if found.job_auth == "table"
+                else "AWS Signature V4 (the environment's key pair)"
+            )
+            raise ValueError(
+                f"provider {self.provider!r} signs its requests with {signer}, not an api_key"
+            )
         table_name = found.table_name
         for name in ("azure", "gcp", "landingai"):
             if getattr(self, name) is not None and name != table_name:
                 article = "an" if name[0] in "aeiou" else "a"
                 raise ValueError(f"{article} {name} table is not for provider {self.provider!r}")
-        # Google signs with its service account; every other polled provider with an API key.
-        if not found.webhooks and self.provider != "google-docai" and not self.api_key:
+        if not found.webhooks and found.job_auth == "api_key" and not self.api_key:
             raise ValueError(
                 f"provider {self.provider!r} is polled: it needs api_key (its API key)"
             )

@@ -8,11 +8,11 @@ exact error, as the handler loader does for ``[[handlers]]``.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from receiver.errors import ProviderLoadError
+from receiver.importer import import_from_string
 from receiver.providers.azure import AzureDocIntel
 from receiver.providers.base import JobStatus, ListedJob, Provider, ResultRef
 from receiver.providers.docextract import DocExtract
@@ -71,7 +71,10 @@ def provider_class(name: str) -> type[Provider]:
     if name in PROVIDERS:
         return PROVIDERS[name]
     if ":" in name:
-        found = _import_from_string(name)
+        try:
+            found = import_from_string(name, ProviderLoadError)
+        except ProviderLoadError as exc:
+            raise ProviderLoadError(f"provider {name!r}: {exc}") from exc
     else:
         points = entry_points(group=ENTRY_POINT_GROUP, name=name)
         if not points:
@@ -110,34 +113,6 @@ def get_provider(
     ProviderLoadError when no such provider exists; ConfigError when ``generic`` has no table.
     """
     return provider_class(name).from_settings(generic, api_version=api_version, table=table)
-
-
-def _import_from_string(spec: str) -> Any:
-    """``"package.module:attr"`` (a dotted attr allowed), with the loader's exact errors."""
-    module_name, _, attrs = spec.partition(":")
-    if not module_name or not attrs:
-        raise ProviderLoadError(f'provider {spec!r} must be in the form "package.module:attr"')
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        if exc.name is not None and not f"{module_name}.".startswith(f"{exc.name}."):
-            # the module exists, and one it imports does not
-            raise ProviderLoadError(f"provider {spec!r}: importing failed: {exc}") from exc
-        raise ProviderLoadError(
-            f"provider {spec!r}: module {module_name!r} not found; install the package that "
-            "provides it in jobhook's environment, or correct the name"
-        ) from exc
-    except Exception as exc:
-        raise ProviderLoadError(f"provider {spec!r}: importing failed: {_describe(exc)}") from exc
-    found: Any = module
-    for attr in attrs.split("."):
-        try:
-            found = getattr(found, attr)
-        except AttributeError:
-            raise ProviderLoadError(
-                f"provider {spec!r}: module {module_name!r} has no attribute {attrs!r}"
-            ) from None
-    return found
 
 
 def _kind(value: object) -> str:

@@ -29,7 +29,6 @@ from receiver.providers.jobapi import JobAPI, JobNotFoundError
 
 if TYPE_CHECKING:
     from receiver.models import Event, Via
-    from receiver.providers.mapping import GenericSettings
 
 API_VERSION = "2024-11-30"
 """The API version ``azure-ai-documentintelligence`` 1.0.2 sends (its default)."""
@@ -122,6 +121,7 @@ class AzureDocIntel(Provider):
     auth_scheme = ""
     job_api_class = AzureJobAPI
     table_name = "azure"
+    table_model = AzureOptions
     cannot_resubmit = (
         "azure-docintel: an analyze operation keeps its result, not the document it was given, "
         "so the pipeline that submitted it must submit the document again"
@@ -129,18 +129,6 @@ class AzureDocIntel(Provider):
 
     def __init__(self, options: AzureOptions | None = None) -> None:
         self.options = options or AzureOptions()
-
-    @classmethod
-    def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
-    ) -> Provider:
-        if table is not None and not isinstance(table, AzureOptions):
-            raise TypeError("azure-docintel takes an [azure] table")
-        return cls(table)
 
     def __repr__(self) -> str:
         return f"AzureDocIntel(api_version={self.options.api_version!r})"

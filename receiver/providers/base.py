@@ -29,7 +29,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import quote, urlencode
 
 import structlog
@@ -45,13 +45,25 @@ if TYPE_CHECKING:
     from receiver.models import Via
     from receiver.providers.mapping import GenericSettings
 
-__all__ = ["JobStatus", "ListedJob", "Provider", "ResultRef", "Submission", "hinted_job"]
+__all__ = [
+    "JobAuth",
+    "JobStatus",
+    "ListedJob",
+    "Provider",
+    "ResultRef",
+    "Submission",
+    "hinted_job",
+]
 
 log = structlog.get_logger(__name__)
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 ListedJob = tuple[str, str]
 """One entry of a provider's job list: (job id, the provider's status word)."""
+
+JobAuth = Literal["api_key", "table", "sigv4"]
+"""How a provider's job API authenticates: the source's ``api_key``; credentials in the
+provider's own sub-table (``table_name``); or AWS Signature V4 with the environment's keys."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +108,9 @@ class Provider:
     """The header that carries the API key."""
     auth_scheme: str = "Bearer "
     """The text before the key in ``auth_header`` (``""`` for a bare key)."""
+    job_auth: ClassVar[JobAuth] = "api_key"
+    """How the job API authenticates (``JobAuth``). Only an ``api_key`` provider takes the
+    source's ``api_key``, and a polled one (``webhooks = False``) needs it."""
     cannot_resubmit: str | None = "{name}: jobhook knows no submission endpoint for this provider"
     """Why no job of this provider can be submitted again; None when ``resubmission`` can."""
     job_api_class: ClassVar[type[Any] | None] = None
@@ -103,6 +118,9 @@ class Provider:
     calls); None: JobAPI. Typed loosely because jobapi imports this module."""
     table_name: ClassVar[str | None] = None
     """The name of the source's sub-table this provider reads (``azure``, ``gcp``), if any."""
+    table_model: ClassVar[type[BaseModel] | None] = None
+    """The model of that sub-table: ``from_settings`` hands ``__init__`` an instance of it,
+    or None when the source has none (the adapter's defaults)."""
     webhooks: ClassVar[bool] = True
     """False for a provider that announces nothing (a long-running operation is polled): its
     sources need no signing secret, and its jobs are polled from the start."""
@@ -124,8 +142,17 @@ class Provider:
         table: BaseModel | None = None,
     ) -> Provider:
         """The adapter for one configured source; ``generic`` reads its table, a cloud
-        provider its own (``table``: ``[sources.NAME.aws]``...)."""
-        return cls()
+        provider its own (``table``: ``[sources.NAME.aws]``...); TypeError for a table that is
+        not an instance of ``table_model``."""
+        if table is not None and (
+            cls.table_model is None or not isinstance(table, cls.table_model)
+        ):
+            wanted = f"a [{cls.table_name}] table" if cls.table_model else "no sub-table"
+            raise TypeError(f"provider {cls.name!r} takes {wanted}, not {type(table).__name__}")
+        return cls(table)
+
+    def __init__(self, table: BaseModel | None = None) -> None:
+        """``table``: the source's sub-table (see ``table_model``); None for the defaults."""
 
     def default_api_base_url(self) -> str | None:
         """Where the job API is when ``api_base_url`` is unset (a cloud's regional endpoint)."""

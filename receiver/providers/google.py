@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from pydantic import ValidationInfo
 
     from receiver.models import Event, Via
-    from receiver.providers.mapping import GenericSettings
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 _NAME = re.compile(r"^projects/([^/]+)/locations/([^/]+)/operations/([^/]+)$")
@@ -289,6 +288,8 @@ class GoogleDocAI(Provider):
     webhooks = False
     job_api_class = GoogleJobAPI
     table_name = "gcp"
+    table_model = GcpOptions
+    job_auth = "table"
     cannot_resubmit = (
         "google-docai: an operation keeps where its documents were, but a batch is submitted "
         "by the pipeline (processor, inputs, output bucket), so it must submit it again"
@@ -296,18 +297,6 @@ class GoogleDocAI(Provider):
 
     def __init__(self, options: GcpOptions | None = None) -> None:
         self.options = options or GcpOptions()
-
-    @classmethod
-    def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
-    ) -> Provider:
-        if table is not None and not isinstance(table, GcpOptions):
-            raise TypeError("google-docai takes a [gcp] table")
-        return cls(table)
 
     def __repr__(self) -> str:
         return f"GoogleDocAI(location={self.options.location!r})"

@@ -23,7 +23,6 @@ from receiver.providers.base import JobStatus, Provider, job_segment, number
 
 if TYPE_CHECKING:
     from receiver.models import Via
-    from receiver.providers.mapping import GenericSettings
 
 
 GONE = "the job's result is no longer held (kept 24 h; once under zero data retention)"
@@ -51,6 +50,7 @@ class LandingAI(Provider):
         "cancelled": State.CANCELLED,
     }
     table_name = "landingai"
+    table_model = LandingAIOptions
     webhooks = False
     cannot_resubmit = (
         "landingai: GET /v1/ade/{{kind}}/jobs/{{id}} does not return the document, so the job "
@@ -59,16 +59,6 @@ class LandingAI(Provider):
 
     def __init__(self, options: LandingAIOptions | None = None) -> None:
         self.options = options or LandingAIOptions()
-
-    @classmethod
-    def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
-    ) -> Provider:
-        return cls(table if isinstance(table, LandingAIOptions) else None)
 
     def __repr__(self) -> str:
         return f"LandingAI(jobs={self.options.jobs!r})"

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
     from receiver.models import Via
     from receiver.providers.base import ListedJob, Submission
-    from receiver.providers.mapping import GenericSettings
     from receiver.providers.ratelimit import RateLimiter
     from receiver.secret import Secret
 
@@ -143,6 +142,9 @@ def api_of(word: object) -> str | None:
 
 class Textract(Provider):
     name = "textract"
+    table_name = "aws"
+    table_model = AwsSettings
+    job_auth = "sigv4"
     status_words = {
         "IN_PROGRESS": State.RUNNING,
         "SUCCEEDED": State.SUCCEEDED,
@@ -158,16 +160,6 @@ class Textract(Provider):
 
     def __init__(self, settings: AwsSettings | None = None) -> None:
         self.settings = settings
-
-    @classmethod
-    def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
-    ) -> Provider:
-        return cls(table if isinstance(table, AwsSettings) else None)
 
     def __repr__(self) -> str:
         return f"Textract(region={self.settings.region if self.settings else None!r})"

@@ -231,7 +231,7 @@ def create_app(
                 app.state.startup_error = f"startup failed: {exc}"
                 raise
             try:
-                runtime.attach_sns(sources)
+                runtime.attach(sources)
             except JobhookError as exc:
                 app.state.startup_error = f"startup failed: {exc}"
                 await runtime.stop()

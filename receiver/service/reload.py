@@ -29,7 +29,6 @@ from receiver.errors import ConfigError
 from receiver.loops import wait_either
 from receiver.service.app import hint_auth
 from receiver.service.preflight import preflight
-from receiver.signatures.sns import SnsVerifier
 
 if TYPE_CHECKING:
     from receiver.config.settings import Settings
@@ -113,12 +112,9 @@ class Reloader:
                 api = runtime.apis.get(name) if runtime is not None else None
                 if api is not None:
                     api.use_key(cfg.api_key)
-        previous = getattr(app.state, "sources", None) or {}
-        for name, source in sources.items():
-            # An SNS source has no secret to rotate and its table needs a restart, so it cannot
-            # change here; its verifier in service keeps the client and budget attached to it.
-            if isinstance(source.verifier, SnsVerifier) and name in previous:
-                sources[name] = previous[name]
+        runtime = getattr(app.state, "runtime", None)
+        if runtime is not None:  # a verifier that fetches (SNS) gets the source's client
+            runtime.attach(sources)
         endpoint = getattr(app.state, "webhook_endpoint", None)
         if endpoint is not None:
             endpoint.sources = sources  # one attribute: each request reads it once

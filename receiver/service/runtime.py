@@ -30,7 +30,7 @@ from receiver.providers import get_provider
 from receiver.providers.jobapi import JobAPI
 from receiver.providers.ratelimit import RateLimiter, default_budget
 from receiver.secret import Secret
-from receiver.signatures.sns import SnsVerifier
+from receiver.signatures.base import AsyncVerifier
 from receiver.store import Store, open_store
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class Runtime:
         self._stack = contextlib.AsyncExitStack()
         self._stop = asyncio.Event()
         self.apis: dict[str, JobAPI] = {}
+        self._verifier_clients: dict[str, httpx.AsyncClient] = {}
         self.metrics = metrics
         self.notifier = Notifier()
         self.outcomes: JobOutcomes | None = None
@@ -214,24 +215,30 @@ class Runtime:
             await stack.aclose()
             raise
 
-    def attach_sns(self, sources: Mapping[str, Source]) -> None:
-        """Give each SNS-verified source its client (the egress settings, plus the CA bundle
-        the source adds) and its job API's rate budget, for certificates and confirmations."""
+    def attach(self, sources: Mapping[str, Source]) -> None:
+        """Give each source whose verifier reaches the network (``AsyncVerifier``: SNS) its
+        client and its job API's rate budget; at start, and after a reload built new verifiers.
+
+        A source keeps one client for the service's life (the egress settings, plus the CA
+        bundle its ``aws`` table adds, which only a restart changes), closed at stop."""
         for name, source in sources.items():
             verifier = source.verifier
             cfg = self.settings.sources.get(name)
-            if not isinstance(verifier, SnsVerifier) or cfg is None or cfg.aws is None:
+            if not isinstance(verifier, AsyncVerifier) or cfg is None:
                 continue
-            outbound = self.egress
-            if cfg.aws.extra_ca_bundle is not None:
-                outbound = outbound.adding_ca(cfg.aws.extra_ca_bundle)
-            client = httpx.AsyncClient(
-                timeout=httpx.Timeout(10.0, connect=self.settings.results.connect_timeout),
-                headers={"User-Agent": "jobhook"},
-                follow_redirects=False,
-                **outbound.client_options(),
-            )
-            self._stack.push_async_callback(client.aclose)
+            client = self._verifier_clients.get(name)
+            if client is None:
+                outbound = self.egress
+                if cfg.aws is not None and cfg.aws.extra_ca_bundle is not None:
+                    outbound = outbound.adding_ca(cfg.aws.extra_ca_bundle)
+                client = httpx.AsyncClient(
+                    timeout=httpx.Timeout(10.0, connect=self.settings.results.connect_timeout),
+                    headers={"User-Agent": "jobhook"},
+                    follow_redirects=False,
+                    **outbound.client_options(),
+                )
+                self._stack.push_async_callback(client.aclose)
+                self._verifier_clients[name] = client
             api = self.apis.get(name)
             verifier.attach(
                 client, functools.partial(api.limiter.acquire, urgent=True) if api else None

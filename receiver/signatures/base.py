@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Protocol
 from receiver.errors import VerificationError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
+    import httpx
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
@@ -48,7 +49,15 @@ class Verifier(Protocol):
 
 
 class AsyncVerifier:
-    """A scheme that reaches the network to verify (SNS fetches its signing certificate)."""
+    """A scheme that reaches the network to verify (SNS fetches its signing certificate): the
+    service ``attach``es the client it uses, at start and to each verifier a reload builds."""
+
+    def attach(
+        self, client: httpx.AsyncClient, acquire: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        """Use ``client`` for what verifying fetches, each request after ``acquire()`` (the
+        source's rate budget, when it has one)."""
+        raise NotImplementedError
 
     async def verify(self, body: bytes, headers: Mapping[str, str]) -> Verified:
         """As ``Verifier.verify``; RetryableError when what it needs cannot be fetched now."""
