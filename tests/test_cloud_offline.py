@@ -121,7 +121,7 @@ async def test_a_throttled_azure_is_never_asked_faster_than_its_budget_or_retry_
 ) -> None:
     # The service allows 2 requests a second; jobhook's budget (120 a minute) is 2 too, with
     # no margin for the pipeline's own submissions: some polls get 429 and Retry-After 1.
-    sim = AzureDocIntelSim(api_key=AZ_KEY, duration=1.5, retry_after=0.1, requests_per_second=2)
+    sim = AzureDocIntelSim(api_key=AZ_KEY, duration=3.0, retry_after=0.1, requests_per_second=2)
     async with live_server(sim.app()) as sim_url:
         result_ids = [await asyncio.to_thread(_submit, sim_url, PDF) for _ in range(3)]
         sim.hits.clear()
@@ -139,7 +139,9 @@ async def test_a_throttled_azure_is_never_asked_faster_than_its_budget_or_retry_
             await _delivered(tmp_path / "out" / "az",
                              [f"prebuilt-invoice:{r}" for r in result_ids])  # fmt: skip
     polls = [h for h in sim.hits if h.method == "GET"]
-    assert len(polls) >= 4
+    # Each operation polled at least once (on a busy machine the first poll of each may already
+    # find it done: the spacing below is what this test is about).
+    assert len(polls) >= len(result_ids)
     # The simulator stamps each request when it is served, so on a busy machine two requests
     # sent 0.5 s apart can be stamped closer: 0.1 s of that is scheduling, not jobhook.
     # jobhook's own requests: at least 60/120 s apart (its budget) ...

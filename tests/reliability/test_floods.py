@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 MIB = 1024 * 1024
 BODY_TIMEOUT = 2.0
+VALID_MIN = 10  # valid webhooks acknowledged during a flood, at the least
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,13 @@ async def _run(tmp_path: Path, flood: Flood, report: Callable[[str], None]) -> N
         async with asyncio.timeout(flood.closed_within + 10):
             closed = await asyncio.gather(*(_closed_by_server(r) for r in readers))
         idle_closed_after = time.monotonic() - idle_opened
-        await asyncio.sleep(max(0.0, flood.seconds - idle_closed_after))
+        # The flood lasts its planned time and, on a busy machine, until the separate sender
+        # has had enough webhooks answered to say something (bounded: 4 x the plan).
+        deadline = idle_opened + 4 * flood.seconds
+        while time.monotonic() < deadline and (
+            time.monotonic() - idle_opened < flood.seconds or len(tally.valid) < VALID_MIN
+        ):
+            await asyncio.sleep(0.1)
         stop.set()
         stop_sender.set()
         await asyncio.gather(*workers, sender, sampler)
@@ -198,11 +205,11 @@ async def _run(tmp_path: Path, flood: Flood, report: Callable[[str], None]) -> N
     assert not unexpected, tally.flood_answers
     assert tally.flood_answers["401"] > tally.flood_requests / 2, tally.flood_answers
     assert tally.valid_failed == []
-    assert len(latencies) >= 10
+    assert len(latencies) >= VALID_MIN
     assert peak_mib < flood.rss_bound_mib, f"RSS grew by {peak_mib:.0f} MiB"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 async def test_a_short_flood_and_idle_connections_leave_valid_webhooks_acknowledged(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
