@@ -178,23 +178,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in services}
     sustained: list[dict[str, Any]] = []
     ready = {s.name: ("/" if s.name == "adnanh" else "/readyz") for s in services}
-    with _running(services, ready):
-        best: dict[str, float] = {}
-        for service in services:  # warm-up, not counted; also learns each one's rate
-            warm = _measure(service, work / "req", f"warm-{service.name}", 20_000, args, 3)
-            best[service.name] = warm["rps"]
-        for n in range(args.rounds):
-            order = services[n % len(services) :] + services[: n % len(services)]
-            for service in order:
-                count = int(best[service.name] * args.seconds * HEADROOM) + 1000
-                figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args,
-                                   args.seconds)  # fmt: skip
-                best[service.name] = max(best[service.name], figures["rps"])
-                rounds[service.name].append(figures)
-                report.console.print(
-                    f"  round {n + 1}/{args.rounds} {service.name}: {figures['rps']:,.0f} req/s, "
-                    f"p99 {figures['p99_us'] / 1000:.1f} ms, load {figures['load_average']}"
-                )
+    with running(services, ready):
+        best = take_turns(services, rounds, work, args)
         sizes["jobhook"]["after_rounds"] = _sqlite_size(db)
         if random_db is not None:
             sizes[RANDOM_IDS]["after"] = _sqlite_size(random_db)
@@ -226,6 +211,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+def take_turns(
+    services: list[procs.Service], rounds: dict[str, list[dict[str, Any]]], work: Path,
+    args: argparse.Namespace,
+) -> dict[str, float]:  # fmt: skip
+    """A warm-up each, then ``args.rounds`` rounds in which the running ``services`` take turns
+    (the order rotating), their figures added to ``rounds``; each one's best rate."""
+    best: dict[str, float] = {}
+    for service in services:  # warm-up, not counted; also learns each one's rate
+        warm = _measure(service, work / "req", f"warm-{service.name}", 20_000, args, 3)
+        best[service.name] = warm["rps"]
+    for n in range(args.rounds):
+        order = services[n % len(services) :] + services[: n % len(services)]
+        for service in order:
+            count = int(best[service.name] * args.seconds * HEADROOM) + 1000
+            figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args,
+                               args.seconds)  # fmt: skip
+            best[service.name] = max(best[service.name], figures["rps"])
+            rounds[service.name].append(figures)
+            report.console.print(
+                f"  round {n + 1}/{args.rounds} {service.name}: {figures['rps']:,.0f} req/s, "
+                f"p99 {figures['p99_us'] / 1000:.1f} ms, load {figures['load_average']}"
+            )
+    return best
+
+
 def _short(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with 3-second rounds (bench.tracing's warm-up)."""
     import argparse
@@ -246,7 +256,7 @@ def _pg_size() -> int:
 
 
 @contextlib.contextmanager
-def _running(services: list[procs.Service], ready: dict[str, str]) -> Any:
+def running(services: list[procs.Service], ready: dict[str, str]) -> Any:
     try:
         for service in services:
             service.start().wait_ready(ready[service.name], timeout=120)
