@@ -8,7 +8,9 @@ workload (Svix's KSUID message ids) into copies of the prefilled store, rows tak
   (``jobhook-log-off``), and with the same line written straight to the sink as one JSON line
   (``jobhook-log-direct``, which keeps the record of each delivery): ``bench.variant``;
 - the ASGI server: bare Starlette and jobhook on uvicorn (as shipped) and on granian
-  (``bare-granian``, ``jobhook-granian``), so each server's ratio is taken over its own bare.
+  (``bare-granian``, ``jobhook-granian``), so each server's ratio is taken over its own bare;
+- and ``jobhook-random-ids`` (as in ``bench ingest``), measured before ``jobhook`` in each
+  round here, where ``bench ingest`` measures it after.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 def _store(work: Any, name: str, jobs: int) -> Any:
     directory = work / name
     directory.mkdir()
+    ids = "random" if name == ingest.RANDOM_IDS else "ksuid"
     if jobs:
-        copy_store(ensure_prefilled(CACHE / file_name(jobs), jobs), directory / "jobhook.db")
+        source = ensure_prefilled(CACHE / file_name(jobs, ids), jobs, ids)
+        copy_store(source, directory / "jobhook.db")
     return directory
 
 
@@ -36,10 +40,12 @@ def run(args: Any) -> dict[str, Any]:
     port = procs.free_port()
     services.append(procs.Service("bare-granian", [sys.executable, "-m", "bench.variant",
                     "granian-bare", str(port)], port, work / "bare-granian.log"))  # fmt: skip
-    for name in ("jobhook", "jobhook-log-off", "jobhook-log-direct", "jobhook-granian"):
+    names = (ingest.RANDOM_IDS, "jobhook", "jobhook-log-off", "jobhook-log-direct",
+             "jobhook-granian")  # fmt: skip
+    for name in names:
         directory, port = _store(work, name, jobs), procs.free_port()
         config = procs.jobhook_config(directory, port)
-        if name == "jobhook":
+        if name in ("jobhook", ingest.RANDOM_IDS):
             argv = procs.cli("serve", "--config", str(config))
         elif name == "jobhook-granian":
             argv = [sys.executable, "-m", "bench.variant", "granian", str(config), str(port)]
