@@ -38,12 +38,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--connections", type=int, default=32, help="ingest: connections")
     parser.add_argument(
         "--workload", choices=workload.WORKLOADS, default="realistic",
-        help="ingest: realistic (random ids, retries, InProgress updates, 1M-job store) or "
-        "sequential (the old one: tag-0000001..., an empty store)",
+        help="ingest: realistic (random job ids, Svix's time-ordered message ids, retries, "
+        "InProgress updates, 1M-job store; jobhook also takes the random-ids variant beside "
+        "it), random-ids (fully random message ids, alone) or sequential (the old one: "
+        "tag-0000001..., an empty store)",
     )  # fmt: skip
     parser.add_argument(
         "--prefill", type=int, default=None, metavar="JOBS",
-        help="ingest: jobs in the store before the run (default 1,000,000 realistic, 0 sequential)",
+        help="ingest: jobs in the store before the run (default 1,000,000; 0 sequential)",
     )  # fmt: skip
     parser.add_argument(
         "--sustain-minutes", type=int, default=10,

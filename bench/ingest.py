@@ -1,11 +1,15 @@
 """Ingest: signed webhooks at fixed concurrency, jobhook beside its anchors, in the same run.
 
-The default workload is the realistic one (``bench.workload``): random job and message ids in
-the providers' shapes, ~5 % Svix retries, ~10 % InProgress updates before their terminal event,
-Reducto-shaped bodies with metadata, into a store that already holds a month of traffic
-(1,000,000 jobs, ``bench.prefill``; PostgreSQL: ``bench.prefill_pg``), copied afresh for the
-run. ``--workload sequential`` is the old one (``tag-0000001``..., unique terminal webhooks,
-an empty store). No handler is configured, so nothing runs after the commit.
+The default workload is the realistic one (``bench.workload``): random job ids in the
+providers' shapes, Svix's time-ordered message ids (millisecond KSUIDs), ~5 % Svix retries,
+~10 % InProgress updates before their terminal event, Reducto-shaped bodies with metadata, into
+a store that already holds a month of traffic (1,000,000 jobs, ``bench.prefill``; PostgreSQL:
+``bench.prefill_pg``), copied afresh for the run. Beside it, jobhook on SQLite also takes the
+``random-ids`` variant (fully random message ids, as a sender with ids of its own may send)
+into a store prefilled with ids of that kind: the row ``jobhook-random-ids``.
+``--workload random-ids`` runs that variant alone; ``--workload sequential`` is the old one
+(``tag-0000001``..., unique terminal webhooks, an empty store). No handler is configured, so
+nothing runs after the commit.
 
 Rows, each driven by wrk with the same connections and the same request files' shape:
 bare Starlette (``bench.bare``, the ratios' denominator); bare + svix verification
@@ -30,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import psutil  # type: ignore[import-untyped]
 
 from bench import adnanh, ingest_report, procs, report, signing, workload, wrk
-from bench.prefill import CACHE, copy_store, ensure_prefilled
+from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 
 if TYPE_CHECKING:
     import argparse
@@ -38,13 +42,19 @@ if TYPE_CHECKING:
 HEADROOM = 1.5  # requests written per round, over the fastest rate the endpoint has shown
 
 
+RANDOM_IDS = "jobhook-random-ids"
+"""The row of jobhook on SQLite taking the random-ids variant beside the realistic workload."""
+
+
 def _measure(
     service: procs.Service, prefix: Path, tag: str, count: int, args: argparse.Namespace,
     seconds: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """One wrk run of ``seconds`` (default ``args.seconds``) on fresh requests of the workload."""
+    """One wrk run of ``seconds`` (default ``args.seconds``) on fresh requests of the workload
+    (the random-ids variant for that row)."""
     seconds = args.seconds if seconds is None else seconds
-    kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, args.workload)
+    name = "random-ids" if service.name == RANDOM_IDS else args.workload
+    kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, name)
     waited = quiesce()
     server = postgres_cpu_seconds() if service.name == "jobhook-pg" else 0.0
     cpu = service.cpu_seconds()
@@ -123,10 +133,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = procs.workdir("ingest")
     notes: list[str] = []
     jobs = args.prefill if args.prefill is not None else (
-        1_000_000 if args.workload == "realistic" else 0)  # fmt: skip
+        0 if args.workload == "sequential" else 1_000_000)  # fmt: skip
     db = work / "jobhook.db"
+    ids = workload.MESSAGE_IDS.get(args.workload, "ksuid")
     if jobs:
-        copy_store(ensure_prefilled(CACHE / f"jobhook-{jobs}.db", jobs), db)
+        copy_store(ensure_prefilled(CACHE / file_name(jobs, ids), jobs, ids), db)
     services = [procs.bare(work), _verify(work)]
     exe = adnanh.binary()
     if exe:
@@ -139,8 +150,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     port = procs.free_port()
     jobhook = procs.jobhook(work, procs.jobhook_config(work, port), port)
     services.append(jobhook)
-    pg, pg_url = (None, "skipped (--no-postgres)") if args.no_postgres else _postgres(
-        work, procs.free_port(), jobs)  # fmt: skip
+    random_db = None
+    if args.workload == "realistic":
+        random_dir, random_port = work / "random-ids", procs.free_port()
+        random_dir.mkdir()
+        random_db = random_dir / "jobhook.db"
+        if jobs:
+            source = ensure_prefilled(CACHE / file_name(jobs, "random"), jobs, "random")
+            copy_store(source, random_db)
+        config = procs.jobhook_config(random_dir, random_port)
+        services.append(procs.jobhook(random_dir, config, random_port, name=RANDOM_IDS))
+    if args.no_postgres:
+        pg, pg_url = None, "skipped (--no-postgres)"
+    elif args.workload == "random-ids":
+        pg, pg_url = None, "PostgreSQL row left out: its prefilled database holds KSUID ids"
+    else:
+        pg, pg_url = _postgres(work, procs.free_port(), jobs)
     if pg is None:
         notes.append(pg_url)
     else:
@@ -150,29 +175,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         floor_argv = [sys.executable, "-m", "bench.floor", str(floor_port), str(work / "floor.db")]
         services.append(procs.Service("floor", floor_argv, floor_port, work / "floor.log"))
     sizes: dict[str, dict[str, int]] = {"jobhook": {"before": _sqlite_size(db) if jobs else 0}}
+    if random_db is not None:
+        sizes[RANDOM_IDS] = {"before": _sqlite_size(random_db) if jobs else 0}
     if pg is not None:
         sizes["jobhook-pg"] = {"before": _pg_size()}
     rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in services}
     sustained: list[dict[str, Any]] = []
     ready = {s.name: ("/" if s.name == "adnanh" else "/readyz") for s in services}
-    with _running(services, ready):
-        best: dict[str, float] = {}
-        for service in services:  # warm-up, not counted; also learns each one's rate
-            warm = _measure(service, work / "req", f"warm-{service.name}", 20_000, args, 3)
-            best[service.name] = warm["rps"]
-        for n in range(args.rounds):
-            order = services[n % len(services) :] + services[: n % len(services)]
-            for service in order:
-                count = int(best[service.name] * args.seconds * HEADROOM) + 1000
-                figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args,
-                                   args.seconds)  # fmt: skip
-                best[service.name] = max(best[service.name], figures["rps"])
-                rounds[service.name].append(figures)
-                report.console.print(
-                    f"  round {n + 1}/{args.rounds} {service.name}: {figures['rps']:,.0f} req/s, "
-                    f"p99 {figures['p99_us'] / 1000:.1f} ms, load {figures['load_average']}"
-                )
+    with running(services, ready):
+        best = take_turns(services, rounds, work, args)
         sizes["jobhook"]["after_rounds"] = _sqlite_size(db)
+        if random_db is not None:
+            sizes[RANDOM_IDS]["after"] = _sqlite_size(random_db)
         for minute in range(args.sustain_minutes):
             count = int(best["jobhook"] * 60 * HEADROOM) + 1000
             figures = _measure(jobhook, work / "req", f"s{minute}", count, args, 60)
@@ -201,6 +215,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+def take_turns(
+    services: list[procs.Service], rounds: dict[str, list[dict[str, Any]]], work: Path,
+    args: argparse.Namespace,
+) -> dict[str, float]:  # fmt: skip
+    """A warm-up each, then ``args.rounds`` rounds in which the running ``services`` take turns
+    (the order rotating), their figures added to ``rounds``; each one's best rate."""
+    best: dict[str, float] = {}
+    for service in services:  # warm-up, not counted; also learns each one's rate
+        warm = _measure(service, work / "req", f"warm-{service.name}", 20_000, args, 3)
+        best[service.name] = warm["rps"]
+    for n in range(args.rounds):
+        order = services[n % len(services) :] + services[: n % len(services)]
+        for service in order:
+            count = int(best[service.name] * args.seconds * HEADROOM) + 1000
+            figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args,
+                               args.seconds)  # fmt: skip
+            best[service.name] = max(best[service.name], figures["rps"])
+            rounds[service.name].append(figures)
+            report.console.print(
+                f"  round {n + 1}/{args.rounds} {service.name}: {figures['rps']:,.0f} req/s, "
+                f"p99 {figures['p99_us'] / 1000:.1f} ms, load {figures['load_average']}"
+            )
+    return best
+
+
 def _short(args: argparse.Namespace) -> argparse.Namespace:
     """``args`` with 3-second rounds (bench.tracing's warm-up)."""
     import argparse
@@ -221,7 +260,7 @@ def _pg_size() -> int:
 
 
 @contextlib.contextmanager
-def _running(services: list[procs.Service], ready: dict[str, str]) -> Any:
+def running(services: list[procs.Service], ready: dict[str, str]) -> Any:
     try:
         for service in services:
             service.start().wait_ready(ready[service.name], timeout=120)

@@ -6,7 +6,7 @@ import os
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from bench import report
+from bench import report, workload
 
 if TYPE_CHECKING:
     import argparse
@@ -55,10 +55,12 @@ def summarise(
         | {key: sum(r[key] for r in runs) for key in ("non2xx", "socket_errors", "wraps")}
         for name, runs in rounds.items()
     }
+    variant = (f"; row jobhook-random-ids: {workload.DESCRIPTION['random-ids']}, into a store "
+               "prefilled with such ids" if "jobhook-random-ids" in rounds else "")  # fmt: skip
     report.console.print(
-        f"workload ({args.workload}): {description}; store prefilled with {jobs:,} jobs; "
-        f"{args.connections} connections, {args.rounds} rounds x {args.seconds:g} s, medians; "
-        f"commit {measured_on}"
+        f"workload ({args.workload}): {description}{variant}; store prefilled with {jobs:,} "
+        f"jobs; {args.connections} connections, {args.rounds} rounds x {args.seconds:g} s, "
+        f"medians; commit {measured_on}"
     )
     for note in notes:
         report.console.print(f"  note: {note}")
@@ -91,6 +93,11 @@ def summarise(
         ["(nullstore: jobhook storing nothing, x bare)", f"{_ratio(med, 'nullstore'):.2f}",
          "reference"],
     ]  # fmt: skip
+    if "jobhook-random-ids" in med:
+        random_ratio = _ratio(med, "jobhook-random-ids")
+        random_p99 = med["jobhook-random-ids"]["p99_us"] / 1000
+        targets.append(["(jobhook on random message ids: x bare, p99)",
+                        f"{random_ratio:.2f}, p99 {random_p99:.1f} ms", "variant"])  # fmt: skip
     report.show("ingest targets", ["target", "measured", "verdict"], targets)
     pg_runs = rounds.get("jobhook-pg", [])
     if pg_runs and all("server_cpu_us_per_request" in r for r in pg_runs):

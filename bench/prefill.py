@@ -5,13 +5,16 @@ migrations, run by ``SQLiteStore.open``) holding ``jobs`` jobs over the last 30 
 their deliveries, completions and dispatches: ~95 % of the jobs terminal (succeeded, some
 failed or cancelled), each terminal job with its completion (resolved) and one dispatch to a
 handler (~97 % succeeded, ~3 % dead after their retries), ~12 % of the jobs with an
-``InProgress`` delivery before their terminal one, the rest still queued or running. Job and
-message ids are random in the providers' shapes (``bench.workload``). Rows go in with
+``InProgress`` delivery before their terminal one, the rest still queued or running. Job ids
+are random in the providers' shapes; message ids are made as the workload makes them
+(``bench.workload``): Svix's millisecond KSUIDs stamped with each delivery's time, so ordered
+over the month as Svix made them, or (``message_ids="random"``, a file of its own) fully random.
+Rows go in with
 ``executemany`` in big transactions on one connection, synchronous off (a scratch file, renamed
 into place once complete). A file whose sidecar (``<file>.prefill.json``) names the same
-schema version, size and generator is reused as it is: copy it before writing into it
-(``copy_store``). ``python -m bench.prefill [JOBS]`` loads one under bench/results/prefill/.
-The PostgreSQL variant is ``bench.prefill_pg``.
+schema version, size, message ids and generator is reused as it is: copy it before writing into
+it (``copy_store``). ``python -m bench.prefill [JOBS] [ksuid|random]`` loads one under
+bench/results/prefill/. The PostgreSQL variant is ``bench.prefill_pg``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 CACHE = Path(__file__).resolve().parent / "results" / "prefill"
-GENERATOR = 1
+GENERATOR = 2
 """Bump when the rows this module makes change: stores made before are loaded again."""
 CHUNK = 50_000
 DAY = 86_400.0
@@ -43,21 +46,27 @@ HANDLER = "archive"
 Rows = dict[str, list[tuple[Any, ...]]]
 
 
-def store_path(path: Path, jobs: int) -> Path:
-    """``path`` itself, or ``path/jobhook-<jobs>.db`` when it is a directory."""
-    return path / f"jobhook-{jobs}.db" if path.is_dir() else path
+def store_path(path: Path, jobs: int, message_ids: str = "ksuid") -> Path:
+    """``path`` itself, or ``path/jobhook-<jobs>.db`` when it is a directory
+    (``jobhook-<jobs>-random-ids.db`` for random message ids)."""
+    return path / file_name(jobs, message_ids) if path.is_dir() else path
 
 
-def _marker(jobs: int, version: int) -> dict[str, int]:
-    return {"jobs": jobs, "schema": version, "generator": GENERATOR}
+def file_name(jobs: int, message_ids: str = "ksuid") -> str:
+    return f"jobhook-{jobs}.db" if message_ids == "ksuid" else f"jobhook-{jobs}-random-ids.db"
+
+
+def _marker(jobs: int, version: int, message_ids: str) -> dict[str, int | str]:
+    return {"jobs": jobs, "schema": version, "generator": GENERATOR, "message_ids": message_ids}
 
 
 def _sidecar(db: Path) -> Path:
     return db.with_name(db.name + ".prefill.json")
 
 
-def is_current(db: Path, jobs: int) -> bool:
-    """The file at ``db`` was loaded with ``jobs`` jobs by this generator on today's schema."""
+def is_current(db: Path, jobs: int, message_ids: str = "ksuid") -> bool:
+    """The file at ``db`` was loaded with ``jobs`` jobs and ``message_ids`` by this generator
+    on today's schema."""
     side = _sidecar(db)
     if not (db.exists() and side.exists()):
         return False
@@ -67,14 +76,16 @@ def is_current(db: Path, jobs: int) -> bool:
             (version,) = conn.execute("PRAGMA user_version").fetchone()
     except (ValueError, sqlite3.Error, OSError):
         return False
-    return bool(marker == _marker(jobs, len(SQLITE_MIGRATIONS)) and version == marker["schema"])
+    current = _marker(jobs, len(SQLITE_MIGRATIONS), message_ids)
+    return bool(marker == current and version == marker["schema"])
 
 
-def ensure_prefilled(path: Path, jobs: int = 1_000_000) -> Path:
+def ensure_prefilled(path: Path, jobs: int = 1_000_000, message_ids: str = "ksuid") -> Path:
     """The SQLite store file at ``path`` (or in directory ``path``) holding ``jobs`` jobs as
-    a month of traffic leaves them; loaded now unless a current one is there already."""
-    db = store_path(path, jobs)
-    if is_current(db, jobs):
+    a month of traffic leaves them, with message ids of the kind ``message_ids`` (``ksuid`` or
+    ``random``); loaded now unless a current one is there already."""
+    db = store_path(path, jobs, message_ids)
+    if is_current(db, jobs, message_ids):
         return db
     db.parent.mkdir(parents=True, exist_ok=True)
     scratch = db.with_name(db.name + ".loading")
@@ -87,7 +98,7 @@ def ensure_prefilled(path: Path, jobs: int = 1_000_000) -> Path:
         conn.execute("PRAGMA journal_mode=DELETE")  # off WAL while loading: no WAL to grow
         for pragma in ("synchronous=OFF", "cache_size=-1048576", "temp_store=MEMORY"):
             conn.execute(f"PRAGMA {pragma}")
-        for rows in month(jobs):
+        for rows in month(jobs, message_ids=message_ids):
             conn.execute("BEGIN")
             for table, values in rows.items():
                 conn.executemany(INSERTS[table], values)
@@ -99,7 +110,8 @@ def ensure_prefilled(path: Path, jobs: int = 1_000_000) -> Path:
     scratch.rename(db)
     for leftover in _companions(scratch):
         leftover.unlink(missing_ok=True)
-    _sidecar(db).write_text(json.dumps(_marker(jobs, len(SQLITE_MIGRATIONS))), "utf-8")
+    _sidecar(db).write_text(json.dumps(_marker(jobs, len(SQLITE_MIGRATIONS), message_ids)),
+                            "utf-8")  # fmt: skip
     print(f"bench: prefilled {jobs:,} jobs in {time.perf_counter() - started:.0f} s: {db}",
           file=sys.stderr)  # fmt: skip
     return db
@@ -156,9 +168,12 @@ STATES = (  # (share, state, provider status) of a month's jobs
 )
 
 
-def month(jobs: int, seed: int = 26, now: float | None = None) -> Iterator[Rows]:
+def month(
+    jobs: int, seed: int = 26, now: float | None = None, message_ids: str = "ksuid"
+) -> Iterator[Rows]:
     """The rows of ``jobs`` jobs created over the 30 days before ``now``, oldest first, in
-    chunks (table name -> rows, in an order that satisfies the foreign keys)."""
+    chunks (table name -> rows, in an order that satisfies the foreign keys); message ids of
+    the kind ``message_ids``, KSUIDs stamped with their delivery's time."""
     rng = random.Random(seed)
     now = time.time() if now is None else now
     created = sorted(now - rng.random() * 30 * DAY for _ in range(jobs))
@@ -166,7 +181,7 @@ def month(jobs: int, seed: int = 26, now: float | None = None) -> Iterator[Rows]
     for start in range(0, jobs, CHUNK):
         rows: Rows = {table: [] for table in TABLES}
         for at in created[start : start + CHUNK]:
-            completion_id = _job(rows, rng, at, completion_id, now)
+            completion_id = _job(rows, rng, at, completion_id, now, message_ids)
         yield rows
 
 
@@ -179,7 +194,7 @@ def _pick(rng: random.Random) -> tuple[str, str]:
     return STATES[-1][1], STATES[-1][2]
 
 
-def _job(rows: Rows, rng: random.Random, at: float, last_id: int, now: float) -> int:
+def _job(rows: Rows, rng: random.Random, at: float, last_id: int, now: float, ids: str) -> int:
     """One job's rows added to ``rows``; the last completion id used."""
     job, source = workload.job_id(rng), "reducto"
     state, status = _pick(rng)
@@ -193,12 +208,14 @@ def _job(rows: Rows, rng: random.Random, at: float, last_id: int, now: float) ->
     rows["jobs"].append((source, job, state, status, meta, error, code, at, news, news, done,
                          pages if terminal else None, pages))  # fmt: skip
     if not terminal or rng.random() < 0.12:  # an InProgress update before the terminal one
-        rows["deliveries"].append((source, workload.message_id(rng), job, "running",
-                                   "InProgress", min(at + 1.0, now)))  # fmt: skip
+        update = min(at + 1.0, now)
+        rows["deliveries"].append((source, workload.message_id(rng, ids, update), job,
+                                   "running", "InProgress", update))  # fmt: skip
     if not terminal:
         return last_id
     assert done is not None
-    rows["deliveries"].append((source, workload.message_id(rng), job, state, status, done))
+    rows["deliveries"].append((source, workload.message_id(rng, ids, done), job, state, status,
+                               done))  # fmt: skip
     cid = last_id + 1
     ok = state == "succeeded"
     resolved = done + rng.uniform(0.2, 5.0)
@@ -220,7 +237,8 @@ def _job(rows: Rows, rng: random.Random, at: float, last_id: int, now: float) ->
 
 def main() -> None:
     jobs = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
-    print(ensure_prefilled(CACHE / f"jobhook-{jobs}.db", jobs))
+    ids = sys.argv[2] if len(sys.argv) > 2 else "ksuid"
+    print(ensure_prefilled(CACHE / file_name(jobs, ids), jobs, ids))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,13 @@
 """The realistic ingest workload: ids, bodies, and the order webhooks arrive in, as providers send.
 
 Job ids are random, as the providers make them: UUID4 (Reducto, DocuRift) and 24 base62
-characters (Knowhere, DocExtract), half and half. Message ids are Svix's: ``msg_`` and 27
-random base62 characters. Bodies are Reducto's ``async.update`` webhook as the fixtures show it
-(``tests/fixtures/providers/reducto.json``), with the metadata a client attaches to its jobs.
+characters (Knowhere, DocExtract), half and half. Message ids are Svix's: ``msg_`` and a
+millisecond KSUID (27 base62 characters of a 5-byte timestamp and 15 random bytes, what Svix's
+server makes with ``svix_ksuid::KsuidMs``), so they sort by the time they were made. The
+``random-ids`` workload is the same traffic with ``msg_`` and 27 random base62 characters, as a
+sender with ids of its own may send. Bodies are Reducto's ``async.update`` webhook as the
+fixtures show it (``tests/fixtures/providers/reducto.json``), with the metadata a client
+attaches to its jobs.
 Of the requests, about 10 % are a non-terminal update (``InProgress``) sent before its job's
 terminal event, and about 5 % are Svix retries of an earlier message (same message id, same
 body: a duplicate). Timestamps are current (Svix rejects stale ones).
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +34,22 @@ BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "providers"
 RETRY_SHARE = 0.05
 PROCESSING_SHARE = 0.10
-WORKLOADS = ("realistic", "sequential")
+WORKLOADS = ("realistic", "random-ids", "sequential")
+MESSAGE_IDS = {"realistic": "ksuid", "random-ids": "random"}
+"""The message ids of each realistic workload: Svix's millisecond KSUIDs, or fully random."""
+_MIX = (
+    f"~{RETRY_SHARE:.0%} Svix retries of an earlier message, ~{PROCESSING_SHARE:.0%} "
+    "InProgress updates before their terminal event, Reducto-shaped bodies with metadata, "
+    "current timestamps"
+)
 DESCRIPTION = {
     "realistic": (
-        "random job ids (UUID4 and 24-char base62, mixed), message ids msg_ + 27 base62, "
-        f"~{RETRY_SHARE:.0%} Svix retries of an earlier message, ~{PROCESSING_SHARE:.0%} "
-        "InProgress updates before their terminal event, Reducto-shaped bodies with metadata, "
-        "current timestamps"
+        "random job ids (UUID4 and 24-char base62, mixed), Svix message ids msg_ + "
+        f"millisecond KSUID (time-ordered), {_MIX}"
+    ),
+    "random-ids": (
+        "random job ids (UUID4 and 24-char base62, mixed), fully random message ids msg_ + 27 "
+        f"base62 (a sender's own ids), {_MIX}"
     ),
     "sequential": (
         "sequential job ids tag-0000001..., one terminal Reducto webhook per job, unique "
@@ -59,8 +73,29 @@ def job_id(rng: random.Random) -> str:
     return base62(24, rng)
 
 
-def message_id(rng: random.Random) -> str:
-    return "msg_" + base62(27, rng)
+KSUID_EPOCH = 1_400_000_000
+"""KSUID's epoch (2014-05-13), in Unix seconds."""
+
+
+def ksuid_ms(at: float, payload: int) -> str:
+    """The millisecond KSUID of time ``at`` (Unix seconds) and a 120-bit ``payload``, as
+    ``svix_ksuid.KsuidMs(datetime, payload)`` writes it: 4 bytes of seconds since the KSUID
+    epoch, 1 byte of the millisecond / 4, 15 bytes of payload, in 27 base62 characters."""
+    seconds, millis = divmod(int(at * 1000) - KSUID_EPOCH * 1000, 1000)
+    value = (seconds << 8 | millis // 4) << 120 | payload
+    digits = []
+    while value:
+        value, digit = divmod(value, 62)
+        digits.append(BASE62[digit])
+    return "".join(reversed(digits)).rjust(27, "0")
+
+
+def message_id(rng: random.Random, kind: str = "ksuid", at: float | None = None) -> str:
+    """A Svix message id made at ``at`` (default now): a millisecond KSUID, or (``random``)
+    27 random base62 characters."""
+    if kind == "random":
+        return "msg_" + base62(27, rng)
+    return "msg_" + ksuid_ms(time.time() if at is None else at, rng.getrandbits(120))
 
 
 def _fixture() -> dict[str, object]:
@@ -97,11 +132,12 @@ class Webhook:
     """new (a job's terminal event), processing (a non-terminal update) or retry (a duplicate)."""
 
 
-def realistic(seed: int | None = None) -> Iterator[Webhook]:
-    """An endless stream of webhooks in the realistic mix (see the module's docstring)."""
+def realistic(seed: int | None = None, ids: str = "ksuid") -> Iterator[Webhook]:
+    """An endless stream of webhooks in the realistic mix (see the module's docstring), with
+    message ids of the kind ``ids`` (``ksuid`` or ``random``), each made as it is yielded."""
     rng = random.Random(seed)
     sent: list[Webhook] = []
-    pending: list[Webhook] = []  # terminal events whose job already had its InProgress update
+    pending: list[tuple[str, str]] = []  # (job, terminal body): jobs that had their InProgress
     while True:
         roll = rng.random()
         if roll < RETRY_SHARE and sent:
@@ -109,16 +145,18 @@ def realistic(seed: int | None = None) -> Iterator[Webhook]:
             yield Webhook(earlier.message_id, earlier.job_id, earlier.body, "retry")
             continue
         if pending and (roll < RETRY_SHARE + PROCESSING_SHARE or len(pending) > 64):
-            hook = pending.pop(rng.randrange(len(pending)))
+            job, text = pending.pop(rng.randrange(len(pending)))
+            hook = Webhook(message_id(rng, ids), job, text, "new")
         else:
             job, meta = job_id(rng), metadata(rng)
             status = "Completed" if rng.random() < 0.95 else "Failed"
-            final = Webhook(message_id(rng), job, body(job, status, meta), "new")
+            text = body(job, status, meta)
             if rng.random() < PROCESSING_SHARE / (1 - RETRY_SHARE - PROCESSING_SHARE):
-                pending.append(final)
-                hook = Webhook(message_id(rng), job, body(job, "InProgress", meta), "processing")
+                pending.append((job, text))
+                hook = Webhook(message_id(rng, ids), job, body(job, "InProgress", meta),
+                               "processing")  # fmt: skip
             else:
-                hook = final
+                hook = Webhook(message_id(rng, ids), job, text, "new")
         sent.append(hook)
         if len(sent) > 100_000:
             del sent[:50_000]
@@ -137,4 +175,4 @@ def sequential(tag: str) -> Iterator[Webhook]:
 def stream(workload: str, tag: str) -> Iterator[Webhook]:
     if workload == "sequential":
         return sequential(tag)
-    return realistic(secrets.randbits(32))
+    return realistic(secrets.randbits(32), MESSAGE_IDS[workload])

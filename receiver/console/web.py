@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
 
-import jinja2
 from starlette.datastructures import MutableHeaders
 from starlette.responses import RedirectResponse
-from starlette.templating import Jinja2Templates
 
 from receiver.console.session import COOKIE
 
@@ -27,6 +25,7 @@ if TYPE_CHECKING:
 
     from starlette.requests import Request
     from starlette.responses import Response
+    from starlette.templating import Jinja2Templates
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from receiver.console.session import Session, Sessions
@@ -58,7 +57,13 @@ def _short(at: float | str | None) -> str:
     return text[:19].replace("T", " ") + " UTC" if text else "—"
 
 
-def _environment() -> jinja2.Environment:
+@functools.cache
+def templates() -> Jinja2Templates:
+    """The console's templates, loaded at the first page: Jinja2 is a few MB of a service's
+    idle memory, and a service without an admin token never shows a page."""
+    import jinja2
+    from starlette.templating import Jinja2Templates
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         autoescape=True,  # every value, in every template, whatever its file name
@@ -67,10 +72,8 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(when=_when, short=_short, q=lambda s: quote(str(s), safe=""))
-    return env
-
-
-templates = Jinja2Templates(env=_environment())
+    env.globals["unprefixed"] = unprefixed
+    return Jinja2Templates(env=env)
 
 
 class SecurityHeaders:
@@ -193,14 +196,11 @@ def unprefixed(message: str | None, code: str | None) -> str:
     return text
 
 
-templates.env.globals["unprefixed"] = unprefixed
-
-
 def render(request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
     """A page from its template, with what every page needs: the CSRF token, the nav, the nonce."""
     session = getattr(request.state, "session", None)
     context.setdefault("message", notice(request.query_params))
-    return templates.TemplateResponse(
+    return templates().TemplateResponse(
         request,
         name,
         {

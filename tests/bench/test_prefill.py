@@ -8,10 +8,11 @@ import json
 import re
 import sqlite3
 from datetime import UTC, datetime
-from itertools import islice
+from itertools import islice, pairwise
 from typing import TYPE_CHECKING
 
 import pytest
+from ksuid import KsuidMs
 from svix.webhooks import Webhook
 
 from bench import prefill, signing, workload
@@ -74,6 +75,33 @@ async def _ingest(db: Path, event: Event) -> str:
         return (await store.ingest(event, [])).status
     finally:
         await store.close()
+
+
+def test_prefilled_message_ids_are_svix_ksuids_of_their_delivery_in_time_order(
+    tmp_path: Path,
+) -> None:
+    db = prefill.ensure_prefilled(tmp_path, 3000)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT message_id, received_at FROM deliveries").fetchall()
+    stamps = {m: KsuidMs.from_base62(m.removeprefix("msg_")).timestamp for m, _ in rows}
+    assert all(abs(stamps[m] - at) < 0.005 for m, at in rows)  # the 4 ms step, and rounding
+    by_id = [at for _, at in sorted(rows)]
+    assert all(b > a - 0.005 for a, b in pairwise(by_id))
+    span = max(at for _, at in rows) - min(at for _, at in rows)
+    assert span > 29 * 86400  # ordered over the month
+
+
+def test_random_message_ids_get_a_store_of_their_own(tmp_path: Path) -> None:
+    db = prefill.ensure_prefilled(tmp_path, 2000, "random")
+    assert db == tmp_path / "jobhook-2000-random-ids.db"
+    assert prefill.is_current(db, 2000, "random")
+    assert not prefill.is_current(db, 2000)  # not a store of KSUIDs
+    with sqlite3.connect(db) as conn:
+        messages = [r[0].removeprefix("msg_") for r in conn.execute(
+            "SELECT message_id FROM deliveries ORDER BY received_at")]  # fmt: skip
+    assert all(MESSAGE.match("msg_" + m) for m in messages)
+    assert len({m[0] for m in messages}) > 50  # random, not a time's prefix
+    assert messages != sorted(messages)
 
 
 def test_a_store_of_another_schema_or_size_is_loaded_again(tmp_path: Path) -> None:

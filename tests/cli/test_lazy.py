@@ -53,3 +53,16 @@ def test_every_job_command_is_listed_lazily_under_its_own_name() -> None:
     for command in cli_jobs.COMMANDS:
         assert command.name in LAZY_COMMANDS
         assert main.get_command(ctx, command.name) is command
+
+
+def test_the_service_loads_no_jinja2_until_a_console_page_is_shown() -> None:
+    code = (
+        "import json, sys, receiver.cli.main, receiver.service.serve, receiver.console.routes; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = set(json.loads(proc.stdout))
+    assert "receiver.console.web" in loaded
+    assert [name for name in loaded if name.split(".")[0] == "jinja2"] == []
