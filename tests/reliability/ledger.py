@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 HANDLERS = ("alpha", "beta")
+READY_TIMEOUT = 120.0
+"""Seconds a start may take: starts took up to 45 s at a load average of 13 on 2 cores."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,7 +455,7 @@ class Killer:
     async def _ready(self, n: int) -> None:
         """Until replica ``n`` answers ``/readyz``; its start's time to ready is recorded."""
         if n not in self.ready:
-            await self.services[n].wait_ready()
+            await self.services[n].wait_ready(timeout=READY_TIMEOUT)
             self._mark_ready(n)
 
     def _mark_ready(self, n: int) -> None:
@@ -485,7 +487,7 @@ async def run_ledger(
             for service in services:
                 service.start()
             for service in services:
-                await service.wait_ready()
+                await service.wait_ready(timeout=READY_TIMEOUT)
             sending = asyncio.create_task(sender.run(stop_sending, give_up_after=120.0))
             killer = Killer(services, plan, probe, figures, tmp_path / "ledger.progress")
             await killer.run()

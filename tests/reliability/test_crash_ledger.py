@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 SHORT = Plan(kills=5, rate=50, uptime=(1.0, 3.0), seed=11)
 LONG = Plan(kills=200, rate=50, uptime=(0.5, 2.5), seed=5, log_level="warning")
-REPLICAS_SHORT = Plan(kills=6, rate=10, uptime=(0.3, 1.0), startup_kills=0.4, seed=12, replicas=3)
+REPLICAS_SHORT = Plan(kills=5, rate=10, uptime=(0.3, 1.0), startup_kills=0.5, seed=12, replicas=3,
+                      drain_timeout=40)  # fmt: skip
 REPLICAS_LONG = Plan(kills=200, rate=50, uptime=(0.5, 2.5), seed=6, replicas=3,
                      log_level="warning")  # fmt: skip
 
@@ -61,12 +62,14 @@ async def test_sigkill_at_random_moments_loses_no_acknowledged_webhook(
 
 
 @pytest.mark.postgres
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(180)
 async def test_sigkilled_postgres_replicas_lose_no_acknowledged_webhook(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
+    # Well under a minute on a quiet machine; about two at a load average of 13 on 2 cores,
+    # where a start takes 30 s instead of 3.
     async with postgres_database() as store:
-        await _check_ledger(tmp_path, REPLICAS_SHORT, report_figures, seconds=140, store=store)
+        await _check_ledger(tmp_path, REPLICAS_SHORT, report_figures, seconds=170, store=store)
 
 
 @pytest.mark.reliability
