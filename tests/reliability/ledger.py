@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 HANDLERS = ("alpha", "beta")
 READY_TIMEOUT = 120.0
-"""Seconds a start may take: starts took up to 45 s at a load average of 13 on 2 cores."""
+"""Seconds a start may take: on a machine loaded by other work, ten times what it takes idle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +57,9 @@ class Plan:
     latency: tuple[float, float] = (0.0, 0.02)
     """How long the downstream works on each handler call, so kills land during handling."""
     lease_seconds: float = 10.0
-    """Long enough that a replica starved of CPU (load 13 on 2 cores) keeps its claims: the
-    claims of a killed one are freed by the others' heartbeat checks, or by its restart."""
+    """Long enough that a replica starved of CPU on a loaded machine keeps its claims (shorter
+    leases ran out on live replicas, and they repeated work no kill had interrupted); a killed
+    one's claims are freed sooner by the heartbeat check."""
     concurrency: int = 16
     open_webhooks: int = 800
     """Webhooks the sender keeps open (sending or waiting to retry) at once, like Svix's queue."""
