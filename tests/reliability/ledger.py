@@ -396,6 +396,8 @@ class Killer:
         self.client: httpx.AsyncClient | None = None
         """Asks the replicas' ``/readyz`` while a kill waits for another one to serve."""
         self.progress = progress
+        """A line per kill is appended to it; a file beside it named ``*.stop`` ends the kills
+        early, so that a long run out of time still drains and reports its figures."""
 
     async def run(self) -> None:
         """Until the plan's kills are done; the last restarts may still be under way."""
@@ -404,7 +406,7 @@ class Killer:
                 group.create_task(self._cycles(n, random.Random(self.plan.seed * 100 + n)))
 
     async def _cycles(self, n: int, rng: random.Random) -> None:
-        while self.left > 0:
+        while self.left > 0 and not (self.progress and self.progress.with_suffix(".stop").exists()):
             self.left -= 1
             await self.kill_once(n, rng)
 
