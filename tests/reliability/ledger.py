@@ -19,9 +19,11 @@ import asyncio
 import collections
 import contextlib
 import json
+import os
 import random
 import socket
 import sqlite3
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 HANDLERS = ("alpha", "beta")
+READY_TIMEOUT = 120.0
+"""Seconds a start may take: on a machine loaded by other work, ten times what it takes idle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +56,10 @@ class Plan:
     """The share of kills aimed at startup instead (0.1 to 1 s after the start, before ready)."""
     latency: tuple[float, float] = (0.0, 0.02)
     """How long the downstream works on each handler call, so kills land during handling."""
-    lease_seconds: float = 3.0
+    lease_seconds: float = 10.0
+    """Long enough that a replica starved of CPU on a loaded machine keeps its claims (shorter
+    leases ran out on live replicas, and they repeated work no kill had interrupted); a killed
+    one's claims are freed sooner by the heartbeat check."""
     concurrency: int = 16
     open_webhooks: int = 800
     """Webhooks the sender keeps open (sending or waiting to retry) at once, like Svix's queue."""
@@ -84,9 +91,22 @@ class Figures:
     delivered: int = 0
     duplicates: int = 0
     lost: int = 0
-    slowest_restart: float = 0.0
+    restarts: list[float] = field(default_factory=list)
+    """Seconds from each restart to ready (starts killed before ready are not in it)."""
+    load: float = 0.0
+    """The highest one-minute load average seen at a kill."""
+    wall: float = 0.0
+    """Seconds of the whole run: starts, kills, sending, draining, stops."""
     stored: tuple[set[str], dict[str, int]] = (set(), {})
     """What the store held at the end: message ids, dispatches by state."""
+
+    @property
+    def slowest_restart(self) -> float:
+        return max(self.restarts, default=0.0)
+
+    @property
+    def median_restart(self) -> float:
+        return statistics.median(self.restarts) if self.restarts else 0.0
 
     @property
     def rate(self) -> float:
@@ -111,7 +131,8 @@ class Figures:
             f"during_handling={self.kills_during_handling}, claimed={self.claimed_at_kills}) "
             f"handler_calls={self.handler_calls} "
             f"delivered={self.delivered} duplicates={self.duplicates} lost={self.lost} "
-            f"slowest_start={self.slowest_restart:.1f}s"
+            f"restarts={len(self.restarts)} (median {self.median_restart:.1f}s, "
+            f"slowest {self.slowest_restart:.1f}s) load<={self.load:.1f} wall={self.wall:.0f}s"
         )
 
 
@@ -349,12 +370,108 @@ def dispatches_in(db: Path, *states: str) -> int:
     return int(count)
 
 
+class Killer:
+    """SIGKILLs ``plan.kills`` times and restarts each killed service at once.
+
+    Every replica lives its own cycle (start; ready or not; run; SIGKILL), so one replica's
+    restart does not hold up the kills of the others. With more than one replica a kill waits
+    until another one is ready, so one always serves; a single service goes down with each kill.
+    """
+
+    def __init__(
+        self,
+        services: Sequence[Service],
+        plan: Plan,
+        probe: StoreProbe,
+        figures: Figures,
+        progress: Path | None = None,
+    ) -> None:
+        self.services = services
+        self.plan = plan
+        self.probe = probe
+        self.figures = figures
+        self.left = plan.kills
+        self.ready = set(range(len(services)))
+        """Replicas known to serve: ready, and not killed since."""
+        self.client: httpx.AsyncClient | None = None
+        """Asks the replicas' ``/readyz`` while a kill waits for another one to serve."""
+        self.progress = progress
+        """A line per kill is appended to it; a file beside it named ``*.stop`` ends the kills
+        early, so that a long run out of time still drains and reports its figures."""
+
+    async def run(self) -> None:
+        """Until the plan's kills are done; the last restarts may still be under way."""
+        async with httpx.AsyncClient(timeout=1.0) as self.client, asyncio.TaskGroup() as group:
+            for n in range(len(self.services)):
+                group.create_task(self._cycles(n, random.Random(self.plan.seed * 100 + n)))
+
+    async def _cycles(self, n: int, rng: random.Random) -> None:
+        while self.left > 0 and not (self.progress and self.progress.with_suffix(".stop").exists()):
+            self.left -= 1
+            await self.kill_once(n, rng)
+
+    async def kill_once(self, n: int, rng: random.Random) -> None:
+        """One cycle of replica ``n``: a kill at a random moment (while it starts, or after it
+        has served a while), what it had claimed then, and its restart."""
+        service = self.services[n]
+        if rng.random() < self.plan.startup_kills:
+            await asyncio.sleep(rng.uniform(0.1, 1.0))  # after its start, which just began
+        else:
+            await self._ready(n)
+            await asyncio.sleep(rng.uniform(*self.plan.uptime))
+        while True:
+            for m, other in enumerate(self.services):
+                if m not in self.ready and await other.is_ready(self.client):
+                    self._mark_ready(m)
+            before_ready = n not in self.ready
+            if len(self.services) == 1 or self.ready - {n}:
+                break
+            await asyncio.sleep(0.2)
+        # Nothing awaited from the check to the kill: no other replica is killed in between.
+        self.ready.discard(n)
+        assert service.process is not None
+        pid = service.process.pid
+        service.kill()
+        self.figures.kills += 1
+        self.figures.kills_before_ready += before_ready
+        self.figures.load = max(self.figures.load, os.getloadavg()[0])
+        claimed = await self.probe.claimed_by(pid)
+        self.figures.kills_during_handling += claimed > 0
+        self.figures.claimed_at_kills += claimed
+        service.start()
+        if self.progress is not None:  # what a run cut short had reached
+            f = self.figures
+            with self.progress.open("a", encoding="utf-8") as out:
+                out.write(
+                    f"{time.strftime('%H:%M:%S')} replica={n} kills={f.kills} "
+                    f"(before_ready={f.kills_before_ready}, "
+                    f"during_handling={f.kills_during_handling}, claimed={f.claimed_at_kills}) "
+                    f"restarts={len(f.restarts)} (median {f.median_restart:.1f}s, "
+                    f"slowest {f.slowest_restart:.1f}s) load<={f.load:.1f}\n"
+                )
+
+    async def settle(self) -> None:
+        """Until every service is ready again after the last kills."""
+        for n in range(len(self.services)):
+            await self._ready(n)
+
+    async def _ready(self, n: int) -> None:
+        """Until replica ``n`` answers ``/readyz``; its start's time to ready is recorded."""
+        if n not in self.ready:
+            await self.services[n].wait_ready(timeout=READY_TIMEOUT)
+            self._mark_ready(n)
+
+    def _mark_ready(self, n: int) -> None:
+        if n not in self.ready:
+            self.ready.add(n)
+            self.figures.restarts.append(time.monotonic() - self.services[n].started_at)
+
+
 async def run_ledger(
     tmp_path: Path, plan: Plan, store: str | None = None
 ) -> tuple[Figures, list[Service], Downstream, Sender]:
     """Run the whole scenario on SQLite, or on the PostgreSQL database ``store`` with
     ``plan.replicas`` services; the caller checks the figures and the store."""
-    rng = random.Random(plan.seed)
     downstream = Downstream(plan.latency, random.Random(plan.seed + 1))
     figures = Figures()
     probe: StoreProbe = (
@@ -373,29 +490,11 @@ async def run_ledger(
             for service in services:
                 service.start()
             for service in services:
-                await service.wait_ready()
+                await service.wait_ready(timeout=READY_TIMEOUT)
             sending = asyncio.create_task(sender.run(stop_sending, give_up_after=120.0))
-            for _ in range(plan.kills):
-                service = rng.choice(services)
-                if rng.random() < plan.startup_kills:
-                    await asyncio.sleep(rng.uniform(0.1, 1.0))
-                    before_ready = not await service.is_ready()
-                else:
-                    startup = await service.wait_ready()
-                    figures.slowest_restart = max(figures.slowest_restart, startup)
-                    await asyncio.sleep(rng.uniform(*plan.uptime))
-                    before_ready = False
-                assert service.process is not None
-                pid = service.process.pid
-                service.kill()
-                claimed = await probe.claimed_by(pid)
-                figures.kills += 1
-                figures.kills_before_ready += before_ready
-                figures.kills_during_handling += claimed > 0
-                figures.claimed_at_kills += claimed
-                service.start()
-            for service in services:
-                figures.slowest_restart = max(figures.slowest_restart, await service.wait_ready())
+            killer = Killer(services, plan, probe, figures, tmp_path / "ledger.progress")
+            await killer.run()
+            await killer.settle()
             await asyncio.sleep(1.0)  # the last services take webhooks for a while, unkilled
             stop_sending.set()
             await sending
@@ -410,6 +509,7 @@ async def run_ledger(
                         await asyncio.sleep(0.2)
             for service in services:
                 await service.stop()
+            figures.wall = time.monotonic() - started
         finally:
             stop_sending.set()
             if sending is not None and not sending.done():  # the run was cut short

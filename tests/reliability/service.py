@@ -30,6 +30,8 @@ class Service:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.started_at = 0.0
+        """When (monotonic) the last start began."""
 
     def start(self) -> None:
         """Start the service (not yet ready: see ``wait_ready``)."""
@@ -43,6 +45,7 @@ class Service:
                 stderr=subprocess.STDOUT,
                 env=env,
             )  # fmt: skip
+        self.started_at = time.monotonic()
         self.starts += 1
 
     async def wait_ready(self, timeout: float = 60.0) -> float:
@@ -62,9 +65,11 @@ class Service:
                     raise AssertionError(f"the service was not ready within {timeout}s")
                 await asyncio.sleep(0.05)
 
-    async def is_ready(self) -> bool:
-        """Whether ``/readyz`` answers 200 right now."""
-        async with httpx.AsyncClient(timeout=1.0) as client:
+    async def is_ready(self, client: httpx.AsyncClient | None = None) -> bool:
+        """Whether ``/readyz`` answers 200 right now (through ``client``, to ask often)."""
+        async with contextlib.AsyncExitStack() as stack:
+            if client is None:
+                client = await stack.enter_async_context(httpx.AsyncClient(timeout=1.0))
             try:
                 return (await client.get(f"{self.url}/readyz")).status_code == 200
             except httpx.TransportError:

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 SHORT = Plan(kills=5, rate=50, uptime=(1.0, 3.0), seed=11)
-LONG = Plan(kills=200, rate=100, uptime=(0.5, 2.5), seed=5, log_level="warning")
-REPLICAS_SHORT = Plan(kills=10, rate=20, uptime=(0.3, 1.0), seed=12, replicas=3)
-REPLICAS_LONG = Plan(kills=200, rate=100, uptime=(0.5, 2.5), seed=6, replicas=3,
+LONG = Plan(kills=200, rate=50, uptime=(0.5, 2.5), seed=5, log_level="warning")
+REPLICAS_SHORT = Plan(kills=5, rate=10, uptime=(0.3, 1.0), startup_kills=0.5, seed=12, replicas=3,
+                      drain_timeout=40)  # fmt: skip
+REPLICAS_LONG = Plan(kills=200, rate=50, uptime=(0.5, 2.5), seed=6, replicas=3,
                      log_level="warning")  # fmt: skip
 
 
@@ -60,29 +61,30 @@ async def test_sigkill_at_random_moments_loses_no_acknowledged_webhook(
     await _check_ledger(tmp_path, SHORT, report_figures, seconds=140)
 
 
-@pytest.mark.reliability
 @pytest.mark.postgres
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(180)
 async def test_sigkilled_postgres_replicas_lose_no_acknowledged_webhook(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
+    # Its time is mostly replica starts, which stretch with the machine's load: the deadline
+    # leaves room for a heavily loaded machine (docs/reliability.md has the figures).
     async with postgres_database() as store:
-        await _check_ledger(tmp_path, REPLICAS_SHORT, report_figures, seconds=580, store=store)
+        await _check_ledger(tmp_path, REPLICAS_SHORT, report_figures, seconds=170, store=store)
 
 
 @pytest.mark.reliability
-@pytest.mark.timeout(2400)
-async def test_200_sigkills_under_100_webhooks_a_second_lose_nothing(
+@pytest.mark.timeout(3600)
+async def test_200_sigkills_under_50_webhooks_a_second_lose_nothing(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
-    await _check_ledger(tmp_path, LONG, report_figures, seconds=2350)
+    await _check_ledger(tmp_path, LONG, report_figures, seconds=3550)
 
 
 @pytest.mark.reliability
 @pytest.mark.postgres
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(3600)
 async def test_200_sigkills_over_three_postgres_replicas_lose_nothing(
     tmp_path: Path, report_figures: Callable[[str], None]
 ) -> None:
     async with postgres_database() as store:
-        await _check_ledger(tmp_path, REPLICAS_LONG, report_figures, seconds=2350, store=store)
+        await _check_ledger(tmp_path, REPLICAS_LONG, report_figures, seconds=3550, store=store)
