@@ -28,7 +28,7 @@ from receiver.pipeline.fetch import remove_partials
 from receiver.pipeline.fields import extract_fields, lowest
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
-from receiver.store.records import result_ref_json
+from receiver.store.codec import result_ref_json
 
 if TYPE_CHECKING:
     from receiver.pipeline.fetch import ResultFetcher

@@ -3,7 +3,7 @@
 A resolved completion's extracted fields are rows of ``job_fields`` (completion, field,
 confidence, value), written with the resolution in one transaction, with the job's source and
 creation time copied so the stats read one table. The SQL is what SQLite and PostgreSQL both
-speak (grouped sums, CASE, row values); PostgreSQL's copies are renumbered in ``field_stores``.
+speak (grouped sums, CASE, row values); PostgreSQL renumbers them (``numbered``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
     from receiver.store.rows import JobFilter
 
+MAX_JOBS_PER_READ = 500
+"""``fields_of`` reads the fields of at most this many jobs a statement."""
 MAX_STATS_ROWS = 500
 """At most this many (source, field) pairs in the stats, the least confident first."""
 NAMES_OF_ALL = "SELECT DISTINCT field FROM job_fields ORDER BY field LIMIT ?"

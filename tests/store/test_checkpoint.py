@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from receiver.models import Event, State
-from receiver.store import checkpoint
-from receiver.store.checkpoint import Checkpointer
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite import checkpoint
+from receiver.store.sqlite.checkpoint import Checkpointer
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,7 +12,7 @@ from receiver.errors import StoreUnavailableError
 from receiver.models import Event, Progress, ResultRef, State
 from receiver.store import Resolution
 from receiver.store.rows import JobFilter
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from receiver.store import DispatchRow, Store

@@ -1,53 +1,56 @@
 """The shared store for several replicas: PostgreSQL through an asyncpg pool.
 
 Each write is one transaction on a pooled connection, except webhooks: their ingests are
-grouped, a batch stored by one function call and one commit (``receiver.store.pg_batch``), a few
-batches in flight at once. Constraints and row locks do what the SQLite store's
-single writer does: a message id is accepted once however many replicas race for it, and claims
-use ``FOR UPDATE SKIP LOCKED`` so two replicas never lease the same work.
-"""
+grouped, a batch stored by one function call and one commit
+(``receiver.store.postgres.group_commit``), a few batches in flight at once. Constraints and row
+locks do what the SQLite store's single writer does: a message id is accepted once however many
+replicas race for it, and claims use ``FOR UPDATE SKIP LOCKED`` so two replicas never lease the
+same work."""
 
 from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
 
-from receiver.store import pg_durability, pg_sql, queries, records, sql
+from receiver.store import bulk, circuits, codec, fields, history, queries, reprocesses, sql
 from receiver.store.base import Store
-from receiver.store.bulk import PostgresBulk
-from receiver.store.circuit_stores import PostgresCircuits, pg_probes
-from receiver.store.field_stores import PostgresFields
-from receiver.store.history import PostgresHistory, pg_finish
-from receiver.store.pg_batch import IN_FLIGHT, PgGroupCommit
-from receiver.store.pg_pool import PgPool, affected
-from receiver.store.pg_schema import migrate
-from receiver.store.reprocesses import PostgresReprocesses
+from receiver.store.postgres import durability
+from receiver.store.postgres import sql as pg_sql
+from receiver.store.postgres.group_commit import IN_FLIGHT, PgGroupCommit
+from receiver.store.postgres.migrations import migrate
+from receiver.store.postgres.pool import PgPool, affected
+from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, ErrorBucket, TimeBucket
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from receiver.models import Event, IngestResult
-    from receiver.store.pg_durability import Durability
-    from receiver.store.pg_pool import Conn
+    from receiver.store.bulk import ReplayFilter
+    from receiver.store.postgres.durability import Durability
+    from receiver.store.postgres.pool import Conn
     from receiver.store.rows import (
         Backlog,
+        CircuitRow,
         CompletionRow,
         DeliveryRow,
         DispatchRow,
+        FieldStats,
+        FieldValue,
         JobFilter,
         JobKey,
         JobListing,
         JobRow,
         JobStats,
+        OutcomeBucket,
+        ReprocessRow,
+        Resolution,
     )
 
 _n = pg_sql.numbered
 DURABILITY_RECHECK_SECONDS = 30.0
 
 
-class PostgresStore(
-    PostgresBulk, PostgresCircuits, PostgresFields, PostgresReprocesses, PostgresHistory, Store
-):
+class PostgresStore(Store):
     """PostgreSQL, for several replicas of one service sharing one database."""
 
     def __init__(
@@ -64,7 +67,7 @@ class PostgresStore(
         self._durability: Durability | None = None
         self._durability_at = 0.0
         self.batching = PgGroupCommit(self._db, in_flight=min(IN_FLIGHT, max_size))
-        """Ingests are stored a batch at a time (``receiver.store.pg_batch``)."""
+        """Ingests are stored a batch at a time (``receiver.store.postgres.group_commit``)."""
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._db.display_url!r})"
@@ -75,16 +78,16 @@ class PostgresStore(
 
     async def _setup(self, conn: Conn) -> None:
         await migrate(conn)
-        self._durability = await pg_durability.read(conn)
+        self._durability = await durability.read(conn)
         self._durability_at = time.monotonic()
-        pg_durability.report(self._durability, require_synchronous=self._require_sync)
+        durability.report(self._durability, require_synchronous=self._require_sync)
 
     async def durability(self) -> dict[str, object] | None:
         # Read again now and then: after a failover the server and its standbys have changed.
         if time.monotonic() - self._durability_at > DURABILITY_RECHECK_SECONDS:
-            found = await self._db.transaction(pg_durability.read)
+            found = await self._db.transaction(durability.read)
             if found != self._durability:
-                pg_durability.report(found, require_synchronous=False)
+                durability.report(found, require_synchronous=False)
             self._durability, self._durability_at = found, time.monotonic()
         return None if self._durability is None else self._durability.as_json()
 
@@ -102,7 +105,7 @@ class PostgresStore(
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._db.fetch(_n(sql.SELECT_JOB), source, job_id)
-        return records.job_row(rows[0]) if rows else None
+        return codec.job_row(rows[0]) if rows else None
 
     async def claim_completions(
         self, owner: str, limit: int, lease_seconds: float, now: float
@@ -110,7 +113,7 @@ class PostgresStore(
         async def op(conn: Conn) -> list[CompletionRow]:
             args = (owner, now + lease_seconds, now, now, limit)
             rows = await conn.fetch(pg_sql.CLAIM_COMPLETIONS, *args)
-            return [records.completion_row(r) for r in rows]
+            return [codec.completion_row(r) for r in rows]
 
         return await self._db.transaction(op)
 
@@ -126,16 +129,16 @@ class PostgresStore(
         skip = list(busy)
 
         async def op(conn: Conn) -> list[tuple[DispatchRow, CompletionRow]]:
-            claimed = await pg_probes(conn, owner, now + lease_seconds, now, skip)
+            claimed = await _probes(conn, owner, now + lease_seconds, now, skip)
             left = max(limit - len(claimed), 0)
             args = (owner, now + lease_seconds, now, now, now, left, skip)
             rows = await conn.fetch(pg_sql.CLAIM_DISPATCHES, *args)
-            claimed += [records.dispatch_row(r) for r in rows]
+            claimed += [codec.dispatch_row(r) for r in rows]
             if not claimed:
                 return []
             ids = sorted({d.completion_id for d in claimed})
             rows = await conn.fetch(pg_sql.COMPLETIONS_BY_ID, ids)
-            by_id = {c.id: c for c in map(records.completion_row, rows)}
+            by_id = {c.id: c for c in map(codec.completion_row, rows)}
             return [(d, by_id[d.completion_id]) for d in claimed]
 
         return await self._db.transaction(op)
@@ -149,8 +152,14 @@ class PostgresStore(
         next_attempt_at: float | None,
         error_code: str | None = None,
     ) -> None:
-        params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
-        await pg_finish(self._db, _n(sql.FINISH_DISPATCH), params)
+        params = codec.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
+        finish = _n(sql.FINISH_DISPATCH)
+
+        async def op(conn: Conn) -> None:
+            await conn.execute(pg_sql.RECORD_ATTEMPT, *history.record_params(params))
+            await conn.execute(finish, *params)
+
+        await self._db.transaction(op)
 
     async def renew(self, owner: str, lease_until: float) -> None:
         async def op(conn: Conn) -> None:
@@ -199,7 +208,7 @@ class PostgresStore(
 
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         rows = await self._db.fetch(_n(sql.DUE_POLLS), source, now, limit)
-        return [records.job_row(r) for r in rows]
+        return [codec.job_row(r) for r in rows]
 
     async def next_poll_at(self) -> float | None:
         return _first(await self._db.fetch(sql.NEXT_POLL))
@@ -223,13 +232,98 @@ class PostgresStore(
 
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._db.fetch(_n(sql.SELECT_DISPATCHES_FOR), source, job_id)
-        return [records.dispatch_row(r) for r in rows]
+        return [codec.dispatch_row(r) for r in rows]
 
     async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
         rows = await self._db.fetch(pg_sql.COMPLETION_FOR, source, job_id)
-        return records.completion_row(rows[0]) if rows else None
+        return codec.completion_row(rows[0]) if rows else None
 
-    # Queries for the admin API (receiver.store.queries, renumbered)
+    async def resolve_completion(
+        self, completion_id: int, owner: str, resolution: Resolution
+    ) -> bool:
+        params = codec.resolution_params(completion_id, owner, resolution)
+        rows = fields.insert_rows(completion_id, resolution.fields)
+
+        async def op(conn: Conn) -> bool:
+            if not affected(await conn.execute(pg_sql.RESOLVE_COMPLETION, *params)):
+                return False
+            if rows:
+                await conn.execute(pg_sql.DELETE_FIELDS, completion_id)
+                await conn.executemany(pg_sql.INSERT_FIELD, rows)
+            return True
+
+        return bool(await self._db.transaction(op))
+
+    async def circuit_failed(
+        self, handler: str, threshold: int, cooldown: float, now: float
+    ) -> str:
+        params = circuits.failed_params(handler, threshold, cooldown, now)
+        rows = await self._db.transaction(lambda conn: conn.fetch(pg_sql.CIRCUIT_FAILED, *params))
+        state: str = rows[0][0]
+        return state
+
+    async def circuit_succeeded(self, handler: str, now: float) -> None:
+        await self._db.execute(pg_sql.CIRCUIT_SUCCEEDED, now, handler)
+
+    async def circuit_probe_now(self, handler: str, now: float) -> None:
+        async def op(conn: Conn) -> None:
+            await conn.execute(pg_sql.PROBE_DUE, now, handler, now, handler)
+            await conn.execute(pg_sql.PROBE_NOW, now, now, handler, now)
+
+        await self._db.transaction(op)
+
+    async def circuits(self) -> list[CircuitRow]:
+        return [circuits.circuit_row(r) for r in await self._db.fetch(circuits.LIST)]
+
+    async def count_replayable(self, f: ReplayFilter) -> int:
+        query, params = bulk.count_query(f)
+        count: int = (await self._db.fetch(pg_sql.with_metadata(query), *params))[0][0]
+        return count
+
+    async def replay_chunk(
+        self, f: ReplayFilter, after_id: int, limit: int, now: float
+    ) -> tuple[int, int | None]:
+        query, params = bulk.chunk_query(f, after_id, limit)
+        ids = [row[0] for row in await self._db.fetch(pg_sql.with_metadata(query), *params)]
+        if not ids:
+            return 0, None
+        requeue = pg_sql.with_metadata(bulk.requeue_query(len(ids)))
+        changed = await self._db.execute(requeue, now, now, f.dispatch_state, *ids)
+        return changed, ids[-1]
+
+    async def claim_reprocess(
+        self, source: str, job_id: str, owner: str, now: float, *, stale_before: float,
+        force: bool = False,
+    ) -> bool:  # fmt: skip
+        params = reprocesses.claim_params(source, job_id, owner, now, stale_before, force)
+        rows = await self._db.transaction(lambda conn: conn.fetch(pg_sql.CLAIM_REPROCESS, *params))
+        return bool(rows)
+
+    async def finish_reprocess(
+        self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
+        error: str | None, unknown: bool = False,
+    ) -> None:  # fmt: skip
+        state = reprocesses.state_of(new_job_id, unknown)
+        await self._db.execute(
+            pg_sql.FINISH_REPROCESS, state, new_job_id, error, now, source, job_id, owner
+        )
+
+    async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
+        rows = await self._db.fetch(_n(reprocesses.OF_JOB), source, job_id)
+        return reprocesses.row(rows[0]) if rows else None
+
+    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
+        rows = await self._db.fetch(_n(reprocesses.FROM_JOB), source, new_job_id)
+        return reprocesses.row(rows[0]) if rows else None
+
+    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
+        if not job_ids:
+            return {}
+        query = _n(reprocesses.of_jobs(len(job_ids)))
+        rows = await self._db.fetch(query, source, *job_ids)
+        return {r.job_id: r for r in map(reprocesses.row, rows)}
+
+    # Queries for the admin API and the console (the shared ones, renumbered)
 
     async def list_jobs(
         self, where: JobFilter, *, limit: int, after: JobKey | None = None
@@ -251,7 +345,7 @@ class PostgresStore(
         async def op(conn: Conn) -> list[CompletionRow]:
             await conn.execute(pg_sql.LOCK_COMPLETIONS)  # none in flight below what we read
             rows = await conn.fetch(_n(queries.COMPLETIONS_AFTER), after_id, limit)
-            return [records.completion_row(r) for r in rows]
+            return [codec.completion_row(r) for r in rows]
 
         return await self._db.transaction(op)
 
@@ -268,6 +362,53 @@ class PostgresStore(
 
     async def confirmations_due(self) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in await self._db.fetch(queries.CONFIRMATIONS_DUE)}
+
+    async def fields_of(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[FieldValue]]:
+        found: dict[tuple[str, str], list[FieldValue]] = {}
+        for start in range(0, len(keys), fields.MAX_JOBS_PER_READ):
+            chunk = keys[start : start + fields.MAX_JOBS_PER_READ]
+            flat = [part for key in chunk for part in key]
+            query = _n(fields.fields_of_query(len(chunk)))
+            found.update(fields.group_fields(await self._db.fetch(query, *flat)))
+        return found
+
+    async def field_names(self, where: JobFilter, limit: int) -> list[str]:
+        query, params = queries.field_names_query(where, limit)
+        return [str(r[0]) for r in await self._db.fetch(pg_sql.with_metadata(query), *params)]
+
+    async def field_stats(
+        self, since: float, thresholds: Mapping[str, float], default: float
+    ) -> FieldStats:
+        async def read(query: str, params: Sequence[Any]) -> list[Any]:
+            return await self._db.fetch(_n(query), *params)
+
+        return await fields.field_stats(read, since, thresholds, default)
+
+    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
+        rows = await self._db.fetch(_n(history.ATTEMPTS_FOR), source, job_id)
+        return [AttemptRow(*r) for r in rows]
+
+    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
+        rows = await self._db.fetch(pg_sql.COMPLETED_OVER_TIME, width, since)
+        return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
+
+    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
+        rows = await self._db.fetch(pg_sql.OUTCOMES_OVER_TIME, width, since)
+        return [history.outcome_bucket(r, width) for r in rows]
+
+    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
+        rows = await self._db.fetch(pg_sql.ERRORS_OVER_TIME, width, since, width, since)
+        return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
+
+    async def dead_groups(self) -> list[DeadGroup]:
+        return [DeadGroup(*r) for r in await self._db.fetch(history.DEAD_GROUPS)]
+
+    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
+        params = history.dead_params(handler, code, limit)
+        rows = await self._db.fetch(_n(history.DEAD_LIST), *params)
+        return [DeadRow(*r) for r in rows]
 
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
         return await self._db.transaction(lambda conn: _purge(conn, before, limit))
@@ -296,3 +437,20 @@ async def _purge(conn: Conn, before: float, limit: int) -> tuple[int, list[str]]
     await conn.executemany(_n(queries.DELETE_COMPLETION), completions)
     await conn.executemany(_n(queries.DELETE_JOB), keys)
     return len(rows), [r[3] for r in rows if r[3]]
+
+
+async def _probes(
+    conn: Conn, owner: str, until: float, now: float, busy: Collection[str] = ()
+) -> list[DispatchRow]:
+    """Take the probes that are due, inside the claim's transaction; a ``busy`` handler's
+    probe waits, its circuit open, until the handler has a free slot."""
+    claimed: list[DispatchRow] = []
+    for (handler,) in await conn.fetch(pg_sql.TAKE_PROBES, until, now, now):
+        row = None
+        if handler not in busy:
+            row = await conn.fetchrow(pg_sql.CLAIM_PROBE, owner, until, now, handler, now, now)
+        if row is None:
+            await conn.execute(pg_sql.NO_PROBE, handler, now, handler)
+        else:
+            claimed.append(codec.dispatch_row(row))
+    return claimed

@@ -1,9 +1,9 @@
 """The embedded store: one SQLite file in WAL mode, written by a single group-committing writer.
 
-Every write is an operation queued to one writer task (``receiver.store.sqlite_commit``), which
-runs whatever has queued up in one transaction and one fsync, so many concurrent webhooks share
-a commit; a big batch runs in a writer process (``receiver.store.writer``). Reads use a
-connection of their own and never wait for the writer.
+Every write is an operation queued to one writer task (``receiver.store.sqlite.group_commit``),
+which runs whatever has queued up in one transaction and one fsync, so many concurrent webhooks
+share a commit; a big batch runs in a writer process (``receiver.store.sqlite.writer``). Reads
+use a connection of their own and never wait for the writer.
 """
 
 from __future__ import annotations
@@ -18,44 +18,51 @@ import aiosqlite
 import structlog
 
 from receiver.errors import StoreUnavailableError
-from receiver.store import history, queries, records, sql, sqlite_ops
+from receiver.store import bulk, circuits, codec, fields, history, queries, reprocesses, sql
 from receiver.store.base import Store
-from receiver.store.bulk import SQLiteBulk
-from receiver.store.checkpoint import Checkpointer
-from receiver.store.circuit_stores import SQLiteCircuits
-from receiver.store.field_stores import SQLiteFields
-from receiver.store.history import SQLiteHistory
-from receiver.store.ownership import StoreLock
-from receiver.store.reprocesses import SQLiteReprocesses
-from receiver.store.schema import SQLITE_MIGRATIONS
-from receiver.store.sqlite_commit import OFFLOAD_AT, GroupCommit
-from receiver.store.writer import PRAGMAS
-from receiver.store.writer_client import WriterGoneError, WriterProcess
+from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, ErrorBucket, TimeBucket
+from receiver.store.sqlite import operations
+from receiver.store.sqlite.checkpoint import Checkpointer
+from receiver.store.sqlite.group_commit import OFFLOAD_AT, GroupCommit
+from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
+from receiver.store.sqlite.ownership import StoreLock
+from receiver.store.sqlite.writer import PRAGMAS
+from receiver.store.sqlite.writer_client import WriterGoneError, WriterProcess
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Mapping, Sequence
     from pathlib import Path
 
     from receiver.models import Event, IngestResult
+    from receiver.store.bulk import ReplayFilter
     from receiver.store.rows import (
         Backlog,
+        CircuitRow,
         CompletionRow,
         DeliveryRow,
         DispatchRow,
+        FieldStats,
+        FieldValue,
         JobFilter,
         JobKey,
         JobListing,
         JobRow,
         JobStats,
+        OutcomeBucket,
+        ReprocessRow,
+        Resolution,
     )
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
+# A bucket's number: SQLite's CAST truncates, which is floor for these positive times.
+_BUCKET = "CAST({} / ? AS INTEGER)"
+_COMPLETED_OVER_TIME = history.completed_over_time(_BUCKET)
+_OUTCOMES_OVER_TIME = history.outcomes_over_time(_BUCKET)
+_ERRORS_OVER_TIME = history.errors_over_time(_BUCKET)
 
 
-class SQLiteStore(
-    SQLiteBulk, SQLiteCircuits, SQLiteFields, SQLiteReprocesses, SQLiteHistory, Store
-):
+class SQLiteStore(Store):
     """SQLite through aiosqlite: the default, for one process."""
 
     def __init__(self, path: Path, *, batch_max: int = 512, offload_at: int = OFFLOAD_AT) -> None:
@@ -152,30 +159,30 @@ class SQLiteStore(
     async def ingest(
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True
     ) -> IngestResult:
-        return await self._write_sync(sqlite_ops.ingest, event, handlers, resolve, records.now())
+        return await self._write_sync(operations.ingest, event, handlers, resolve, codec.now())
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._read(sql.SELECT_JOB, (source, job_id))
-        return records.job_row(rows[0]) if rows else None
+        return codec.job_row(rows[0]) if rows else None
 
     async def claim_completions(
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[CompletionRow]:
         until = now + lease_seconds
-        return await self._write_sync(sqlite_ops.claim_completions, owner, limit, until, now)
+        return await self._write_sync(operations.claim_completions, owner, limit, until, now)
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float
     ) -> None:
         params = (error, next_attempt_at, completion_id, owner)
-        await self._write_sync(sqlite_ops.execute, sql.RETRY_COMPLETION, params)
+        await self._write_sync(operations.execute, sql.RETRY_COMPLETION, params)
 
     async def claim_dispatches(
         self, owner: str, limit: int, lease_seconds: float, now: float, busy: Sequence[str] = ()
     ) -> list[tuple[DispatchRow, CompletionRow]]:
         until = now + lease_seconds
         return await self._write_sync(
-            sqlite_ops.claim_dispatches, owner, limit, until, now, tuple(busy)
+            operations.claim_dispatches, owner, limit, until, now, tuple(busy)
         )
 
     async def finish_dispatch(
@@ -187,20 +194,20 @@ class SQLiteStore(
         next_attempt_at: float | None,
         error_code: str | None = None,
     ) -> None:
-        params = records.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
-        await self._write_sync(history.finish_sync, sql.FINISH_DISPATCH, params)
+        params = codec.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
+        await self._write_sync(operations.finish_dispatch, params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
-        await self._write_sync(sqlite_ops.renew, owner, lease_until)
+        await self._write_sync(operations.renew, owner, lease_until)
 
     async def release(self, owner: str) -> int:
-        return await self._write_sync(sqlite_ops.release, owner)
+        return await self._write_sync(operations.release, owner)
 
     async def heartbeat(self, owner: str, now: float) -> None:
-        await self._write_sync(sqlite_ops.heartbeat, owner, now)
+        await self._write_sync(operations.heartbeat, owner, now)
 
     async def take_back_stale(self, stale_before: float) -> int:
-        return await self._write_sync(sqlite_ops.take_back_stale, stale_before)
+        return await self._write_sync(operations.take_back_stale, stale_before)
 
     async def next_due(self, busy: Sequence[str] = ()) -> float | None:
         rows = await self._read(sql.NEXT_DUE, {"busy": json.dumps(list(busy))})
@@ -216,16 +223,11 @@ class SQLiteStore(
         include_succeeded: bool = False,
     ) -> int:
         query, params = sql.replay_query(source, job_id, handler, since, include_succeeded)
-
-        async def op(db: aiosqlite.Connection) -> int:
-            cursor = await db.execute(query, params)
-            return cursor.rowcount
-
-        return await self._write(op)
+        return await self._write_sync(operations.changed, query, params)
 
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         rows = await self._read(sql.DUE_POLLS, (source, now, limit))
-        return [records.job_row(r) for r in rows]
+        return [codec.job_row(r) for r in rows]
 
     async def next_poll_at(self) -> float | None:
         rows = await self._read(sql.NEXT_POLL)
@@ -233,25 +235,94 @@ class SQLiteStore(
 
     async def schedule_poll(self, source: str, job_id: str, at: float, attempts: int) -> None:
         params = (at, attempts, source, job_id)
-        await self._write_sync(sqlite_ops.execute, sql.SCHEDULE_POLL, params)
+        await self._write_sync(operations.execute, sql.SCHEDULE_POLL, params)
 
     async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
-        return await self._write_sync(sqlite_ops.acquire_lease, name, owner, now + ttl, now)
+        return await self._write_sync(operations.acquire_lease, name, owner, now + ttl, now)
 
     async def start_result_fetch(self, completion_id: int, now: float) -> bool:
-        return await self._write_sync(sqlite_ops.start_result_fetch, completion_id, now)
+        return await self._write_sync(operations.start_result_fetch, completion_id, now)
 
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
-        return [records.dispatch_row(r) for r in rows]
+        return [codec.dispatch_row(r) for r in rows]
 
     async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
         rows = await self._read(
             f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
         )
-        return records.completion_row(rows[0]) if rows else None
+        return codec.completion_row(rows[0]) if rows else None
 
-    # Queries for the admin API (receiver.store.queries)
+    async def resolve_completion(
+        self, completion_id: int, owner: str, resolution: Resolution
+    ) -> bool:
+        params = codec.resolution_params(completion_id, owner, resolution)
+        rows = fields.insert_rows(completion_id, resolution.fields)
+        return bool(
+            await self._write_sync(operations.resolve_completion, params, completion_id, rows)
+        )
+
+    async def circuit_failed(
+        self, handler: str, threshold: int, cooldown: float, now: float
+    ) -> str:
+        params = circuits.failed_params(handler, threshold, cooldown, now)
+        return await self._write_sync(operations.circuit_failed, params)
+
+    async def circuit_succeeded(self, handler: str, now: float) -> None:
+        await self._write_sync(operations.execute, circuits.SUCCEEDED, (now, handler))
+
+    async def circuit_probe_now(self, handler: str, now: float) -> None:
+        await self._write_sync(operations.circuit_probe_now, handler, now)
+
+    async def circuits(self) -> list[CircuitRow]:
+        return [circuits.circuit_row(r) for r in await self._read(circuits.LIST)]
+
+    async def count_replayable(self, f: ReplayFilter) -> int:
+        query, params = bulk.count_query(f)
+        count: int = (await self._read(query, params))[0][0]
+        return count
+
+    async def replay_chunk(
+        self, f: ReplayFilter, after_id: int, limit: int, now: float
+    ) -> tuple[int, int | None]:
+        query, params = bulk.chunk_query(f, after_id, limit)
+        ids = [row[0] for row in await self._read(query, params)]
+        if not ids:
+            return 0, None
+        args = (now, now, f.dispatch_state, *ids)
+        changed = await self._write_sync(operations.changed, bulk.requeue_query(len(ids)), args)
+        return changed, ids[-1]
+
+    async def claim_reprocess(
+        self, source: str, job_id: str, owner: str, now: float, *, stale_before: float,
+        force: bool = False,
+    ) -> bool:  # fmt: skip
+        params = reprocesses.claim_params(source, job_id, owner, now, stale_before, force)
+        return await self._write_sync(operations.claim_reprocess, params)
+
+    async def finish_reprocess(
+        self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
+        error: str | None, unknown: bool = False,
+    ) -> None:  # fmt: skip
+        state = reprocesses.state_of(new_job_id, unknown)
+        params = (state, new_job_id, error, now, source, job_id, owner)
+        await self._write_sync(operations.execute, reprocesses.FINISH, params)
+
+    async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
+        rows = await self._read(reprocesses.OF_JOB, (source, job_id))
+        return reprocesses.row(rows[0]) if rows else None
+
+    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
+        rows = await self._read(reprocesses.FROM_JOB, (source, new_job_id))
+        return reprocesses.row(rows[0]) if rows else None
+
+    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
+        if not job_ids:
+            return {}
+        rows = await self._read(reprocesses.of_jobs(len(job_ids)), (source, *job_ids))
+        return {r.job_id: r for r in map(reprocesses.row, rows)}
+
+    # Queries for the admin API and the console
 
     async def list_jobs(
         self, where: JobFilter, *, limit: int, after: JobKey | None = None
@@ -268,7 +339,7 @@ class SQLiteStore(
 
     async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
         rows = await self._read(queries.COMPLETIONS_AFTER, (after_id, limit))
-        return [records.completion_row(r) for r in rows]
+        return [codec.completion_row(r) for r in rows]
 
     async def last_completion_id(self) -> int:
         ((last,),) = await self._read(queries.LAST_COMPLETION_ID)
@@ -281,8 +352,51 @@ class SQLiteStore(
     async def confirmations_due(self) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in await self._read(queries.CONFIRMATIONS_DUE)}
 
+    async def fields_of(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[FieldValue]]:
+        found: dict[tuple[str, str], list[FieldValue]] = {}
+        for start in range(0, len(keys), fields.MAX_JOBS_PER_READ):
+            chunk = keys[start : start + fields.MAX_JOBS_PER_READ]
+            flat = [part for key in chunk for part in key]
+            found.update(
+                fields.group_fields(await self._read(fields.fields_of_query(len(chunk)), flat))
+            )
+        return found
+
+    async def field_names(self, where: JobFilter, limit: int) -> list[str]:
+        query, params = queries.field_names_query(where, limit)
+        return [str(r[0]) for r in await self._read(query, params)]
+
+    async def field_stats(
+        self, since: float, thresholds: Mapping[str, float], default: float
+    ) -> FieldStats:
+        return await fields.field_stats(self._read, since, thresholds, default)
+
+    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
+        return [AttemptRow(*r) for r in await self._read(history.ATTEMPTS_FOR, (source, job_id))]
+
+    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
+        rows = await self._read(_COMPLETED_OVER_TIME, (width, since))
+        return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
+
+    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
+        rows = await self._read(_OUTCOMES_OVER_TIME, (width, since))
+        return [history.outcome_bucket(r, width) for r in rows]
+
+    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
+        rows = await self._read(_ERRORS_OVER_TIME, (width, since, width, since))
+        return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
+
+    async def dead_groups(self) -> list[DeadGroup]:
+        return [DeadGroup(*r) for r in await self._read(history.DEAD_GROUPS)]
+
+    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
+        rows = await self._read(history.DEAD_LIST, history.dead_params(handler, code, limit))
+        return [DeadRow(*r) for r in rows]
+
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
-        return await self._write(lambda db: queries.purge(db, before, limit))
+        return await self._write_sync(operations.purge, before, limit)
 
     async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
         rows = await self._read(queries.DELIVERED_RESULTS, (limit,))
@@ -291,12 +405,8 @@ class SQLiteStore(
     async def forget_results(self, completion_ids: Sequence[int]) -> int:
         if not completion_ids:
             return 0
-        query, ids = queries.forget_results_query(len(completion_ids)), list(completion_ids)
-
-        async def op(db: aiosqlite.Connection) -> int:
-            return (await db.execute(query, ids)).rowcount
-
-        return await self._write(op)
+        query = queries.forget_results_query(len(completion_ids))
+        return await self._write_sync(operations.changed, query, list(completion_ids))
 
 
 async def _one(db: aiosqlite.Connection, query: str, params: Sequence[Any] = ()) -> Any:

@@ -2,9 +2,9 @@
 
 Every write is an operation queued to the writer task, which runs whatever has queued up in one
 transaction and one fsync (group commit), so many concurrent webhooks share a commit. A big
-batch runs in a writer process (``receiver.store.writer``), off the event loop's core; a small
-one here (``_commit_sync``). The store (``receiver.store.sqlite``) owns the connection and the
-process and hands both to ``GroupCommit``.
+batch runs in a writer process (``receiver.store.sqlite.writer``), off the event loop's core;
+a small one here (``_commit_sync``). The store (``receiver.store.sqlite.store``) owns the
+connection and the process and hands both to ``GroupCommit``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pickle
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,18 +20,17 @@ import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
 from receiver.store.batching import take_batch
-from receiver.store.write_gate import WriteGate
-from receiver.store.writer_client import encode
+from receiver.store.sqlite.writer_client import encode
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
     from contextlib import AbstractContextManager
 
     import aiosqlite
 
-    from receiver.store.writer import Op, Reply
-    from receiver.store.writer_client import WriterProcess
+    from receiver.store.sqlite.writer import Op, Reply
+    from receiver.store.sqlite.writer_client import WriterProcess
 
 T = TypeVar("T")
 OFFLOAD_AT = 4
@@ -88,7 +88,8 @@ class GroupCommit:
 
     async def write_sync(self, fn: Callable[..., T], *args: Any) -> T:
         """``write`` for ``fn(connection, *args)``: a module-level function (it travels to
-        the writer process by name) of picklable arguments (``receiver.store.sqlite_ops``)."""
+        the writer process by name) of picklable arguments (``receiver.store.sqlite.operations``).
+        """
 
         async def hop(db: aiosqlite.Connection) -> T:
             return await _on_thread(db, fn, *args)
@@ -275,3 +276,55 @@ async def _on_thread(db: aiosqlite.Connection, fn: Callable[..., T], *args: Any)
     """
     result: T = await db._execute(fn, db._conn, *args)  # type: ignore[no-untyped-call]
     return result
+
+
+class WriteGate:
+    """Lets another thread hold the writes between two batches, briefly: open unless a thread
+    holds it; the group commit passes it before every batch.
+
+    The checkpoint thread (``receiver.store.sqlite.checkpoint``) starts the WAL over by copying
+    its last frames while no commit lands. It waits for the batch in flight, never for the
+    event loop's other work, and gives up after a timeout.
+    """
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self._busy = False
+        self._quiet: threading.Event | None = None
+
+    async def enter(self) -> None:
+        """Before a batch (on the loop): wait while the gate is held."""
+        if not self._open.is_set():
+            await self._open.wait()
+        self._busy = True
+
+    def leave(self) -> None:
+        """After a batch (on the loop): a thread waiting to hold the gate may go on."""
+        self._busy = False
+        if not self._open.is_set() and self._quiet is not None:
+            self._quiet.set()
+
+    @contextlib.contextmanager
+    def held(self, loop: asyncio.AbstractEventLoop | None, timeout: float) -> Iterator[bool]:
+        """From another thread: no batch starts while inside. True once the batch in flight
+        (if any) has committed; False when that took over ``timeout`` or ``loop`` is gone."""
+        quiet = threading.Event()
+        try:
+            if loop is None:
+                raise RuntimeError("no loop")
+            loop.call_soon_threadsafe(self._close, quiet)
+        except RuntimeError:  # the store is closed, or closing
+            yield False
+            return
+        try:
+            yield quiet.wait(timeout)
+        finally:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._open.set)
+
+    def _close(self, quiet: threading.Event) -> None:
+        self._open.clear()
+        self._quiet = quiet
+        if not self._busy:
+            quiet.set()
