@@ -6,10 +6,19 @@ import importlib
 from pathlib import Path
 
 from receiver.errors import ConfigError
-from receiver.store.base import Store
+from receiver.store.base import Engine, Reads, Store
 from receiver.store.rows import CompletionRow, DispatchRow, JobRow, Resolution
 
-__all__ = ["CompletionRow", "DispatchRow", "JobRow", "Resolution", "Store", "open_store"]
+__all__ = [
+    "CompletionRow",
+    "DispatchRow",
+    "Engine",
+    "JobRow",
+    "Reads",
+    "Resolution",
+    "Store",
+    "open_store",
+]
 
 
 def open_store(url: str, *, require_synchronous_replication: bool = False) -> Store:
