@@ -156,9 +156,8 @@ def backend_imports(edges: dict[str, set[str]]) -> list[str]:
     for source, targets in sorted(edges.items()):
         for target in sorted(targets):
             backend = backend_of(target)
-            if backend is not None and backend_of(source) != backend:
-                if source != BACKEND_FACTORY:
-                    problems.append(f"{source} imports {target}")
+            if backend not in (None, backend_of(source)) and source != BACKEND_FACTORY:
+                problems.append(f"{source} imports {target}")
     return problems
 
 
