@@ -137,6 +137,19 @@ def fields_of_query(count: int) -> str:
     WHERE (c.source, c.job_id) IN (VALUES {pairs}) ORDER BY f.field"""  # noqa: S608
 
 
+async def fields_of(
+    read: Callable[[str, Sequence[Any]], Awaitable[list[Any]]], keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], list[FieldValue]]:
+    """The extracted fields of these (source, job_id) jobs, by job, ``MAX_JOBS_PER_READ`` jobs
+    a statement."""
+    found: dict[tuple[str, str], list[FieldValue]] = {}
+    for start in range(0, len(keys), MAX_JOBS_PER_READ):
+        chunk = keys[start : start + MAX_JOBS_PER_READ]
+        flat = [part for key in chunk for part in key]
+        found.update(group_fields(await read(fields_of_query(len(chunk)), flat)))
+    return found
+
+
 def group_fields(rows: Sequence[Any]) -> dict[tuple[str, str], list[FieldValue]]:
     found: dict[tuple[str, str], list[FieldValue]] = {}
     for source, job_id, field, confidence, value in rows:

@@ -114,7 +114,7 @@ async def test_a_writer_process_dying_mid_batch_fails_the_batch_and_the_next_one
     try:
         await store.ingest(_event("before"), [])
         with pytest.raises(StoreUnavailableError, match="writer process exited"):
-            await store._write_sync(_die)
+            await store._write(_die)
         assert (await store.ingest(_event("before"), [])).status == "duplicate"
         assert (await store.ingest(_event("after"), [])).status == "accepted"
     finally:

@@ -95,6 +95,10 @@ class PostgresStore(Store):
         await self.batching.stop()
         await self._db.close()
 
+    async def _fetch(self, query: str, params: Sequence[Any]) -> list[Any]:
+        """A shared statement (``?`` placeholders), renumbered, and its rows."""
+        return await self._db.fetch(_n(query), *params)
+
     async def ping(self) -> None:
         await self._db.fetch("SELECT 1")
 
@@ -336,10 +340,7 @@ class PostgresStore(Store):
         return [queries.delivery_row(r) for r in rows]
 
     async def job_stats(self, since: float) -> JobStats:
-        async def read(query: str, params: Sequence[Any]) -> list[Any]:
-            return await self._db.fetch(_n(query), *params)
-
-        return await queries.job_stats(read, since)
+        return await queries.job_stats(self._fetch, since)
 
     async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
         async def op(conn: Conn) -> list[CompletionRow]:
@@ -366,13 +367,7 @@ class PostgresStore(Store):
     async def fields_of(
         self, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], list[FieldValue]]:
-        found: dict[tuple[str, str], list[FieldValue]] = {}
-        for start in range(0, len(keys), fields.MAX_JOBS_PER_READ):
-            chunk = keys[start : start + fields.MAX_JOBS_PER_READ]
-            flat = [part for key in chunk for part in key]
-            query = _n(fields.fields_of_query(len(chunk)))
-            found.update(fields.group_fields(await self._db.fetch(query, *flat)))
-        return found
+        return await fields.fields_of(self._fetch, keys)
 
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
         query, params = queries.field_names_query(where, limit)
@@ -381,10 +376,7 @@ class PostgresStore(Store):
     async def field_stats(
         self, since: float, thresholds: Mapping[str, float], default: float
     ) -> FieldStats:
-        async def read(query: str, params: Sequence[Any]) -> list[Any]:
-            return await self._db.fetch(_n(query), *params)
-
-        return await fields.field_stats(read, since, thresholds, default)
+        return await fields.field_stats(self._fetch, since, thresholds, default)
 
     async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
         rows = await self._db.fetch(_n(history.ATTEMPTS_FOR), source, job_id)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
@@ -21,16 +23,15 @@ from receiver.errors import StoreUnavailableError
 from receiver.store import bulk, circuits, codec, fields, history, queries, reprocesses, sql
 from receiver.store.base import Store
 from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, ErrorBucket, TimeBucket
-from receiver.store.sqlite import operations
+from receiver.store.sqlite import operations, writer
 from receiver.store.sqlite.checkpoint import Checkpointer
 from receiver.store.sqlite.group_commit import OFFLOAD_AT, GroupCommit
 from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
 from receiver.store.sqlite.ownership import StoreLock
-from receiver.store.sqlite.writer import PRAGMAS
 from receiver.store.sqlite.writer_client import WriterGoneError, WriterProcess
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from pathlib import Path
 
     from receiver.models import Event, IngestResult
@@ -63,11 +64,14 @@ _ERRORS_OVER_TIME = history.errors_over_time(_BUCKET)
 
 
 class SQLiteStore(Store):
-    """SQLite through aiosqlite: the default, for one process."""
+    """SQLite: the default, for one process. Writes go through ``sqlite3`` on a thread of the
+    store's own (aiosqlite runs each statement as its own trip to its thread, and a trip is
+    the cost group commit is there to share); reads through aiosqlite."""
 
     def __init__(self, path: Path, *, batch_max: int = 512, offload_at: int = OFFLOAD_AT) -> None:
         self.path = path
-        self._db: aiosqlite.Connection | None = None
+        self._db: sqlite3.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
         self._process = WriterProcess(path)
         self._lock = StoreLock(path)
@@ -80,15 +84,12 @@ class SQLiteStore(Store):
     async def open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Used from two threads, never at once: see GroupCommit._commit_sync.
-            self._db = await aiosqlite.connect(
-                self.path, isolation_level=None, check_same_thread=False
-            )
-            for pragma in PRAGMAS:
-                await self._db.execute(f"PRAGMA {pragma}")
-            await self._migrate(self._db)
+            # Used from two threads, never at once: see GroupCommit._run_here.
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-store")
+            self._db = db = await self._on_thread(writer.connect, self.path)
+            await self._on_thread(_migrate, db)
             if await asyncio.to_thread(self._lock.acquire):
-                await self._take_back_all(self._db)
+                await self._on_thread(_take_back_all, db)
                 self._process.keep_fds = (self._lock.fd,) if self._lock.fd is not None else ()
             else:
                 log.info("store_shared", lock=str(self._lock.path))
@@ -100,48 +101,31 @@ class SQLiteStore(Store):
         except (sqlite3.Error, OSError, WriterGoneError) as exc:
             await self.close()
             raise StoreUnavailableError(f"cannot open SQLite store {self.path}: {exc}") from exc
-        self._commits.start(self._db)
+        self._commits.start(db, self._thread)
 
     async def close(self) -> None:
         await self._commits.stop()
         await self._process.stop()
         await asyncio.to_thread(self._checkpointer.stop)
-        for conn in (self._reader, self._db):
-            if conn is not None:
-                with contextlib.suppress(sqlite3.Error, ValueError):
-                    await conn.close()
-        self._db = self._reader = None
+        if self._reader is not None:
+            with contextlib.suppress(sqlite3.Error, ValueError):
+                await self._reader.close()
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                await self._on_thread(self._db.close)
+        if self._thread is not None:
+            self._thread.shutdown()
+        self._db = self._reader = self._thread = None
         self._lock.release()
 
-    async def _take_back_all(self, db: aiosqlite.Connection) -> None:
-        """We own the store: free every claim the processes before us left in it."""
-        freed = 0
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            for number, statement in enumerate(sql.TAKE_BACK_ALL):
-                count = (await db.execute(statement)).rowcount
-                freed += count if number < 2 else 0  # claims; then the leases and replicas
-            await db.execute("COMMIT")
-        except BaseException:
-            await db.execute("ROLLBACK")
-            raise
-        if freed:
-            log.info("store_claims_taken_back", count=freed)
+    async def _on_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the store's thread, where the write connection was opened."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._thread, functools.partial(fn, *args))
 
-    async def _migrate(self, db: aiosqlite.Connection) -> None:
-        (version,) = await _one(db, "PRAGMA user_version")
-        for number, script in enumerate(SQLITE_MIGRATIONS[version:], start=version + 1):
-            await db.executescript(
-                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={number};\nCOMMIT;"
-            )
-            log.info("store_migrated", version=number)
-
-    async def _write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        return await self._commits.write(fn)
-
-    async def _write_sync(self, fn: Callable[..., T], *args: Any) -> T:
-        """``_write`` for ``fn(connection, *args)`` (``GroupCommit.write_sync``)."""
-        return await self._commits.write_sync(fn, *args)
+    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(connection, *args)`` in the group commit's next batch (``GroupCommit.write``)."""
+        return await self._commits.write(fn, *args)
 
     async def _read(self, query: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
         if self._reader is None:
@@ -159,7 +143,7 @@ class SQLiteStore(Store):
     async def ingest(
         self, event: Event, handlers: Sequence[str], *, resolve: bool = True
     ) -> IngestResult:
-        return await self._write_sync(operations.ingest, event, handlers, resolve, codec.now())
+        return await self._write(operations.ingest, event, handlers, resolve, codec.now())
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._read(sql.SELECT_JOB, (source, job_id))
@@ -169,21 +153,19 @@ class SQLiteStore(Store):
         self, owner: str, limit: int, lease_seconds: float, now: float
     ) -> list[CompletionRow]:
         until = now + lease_seconds
-        return await self._write_sync(operations.claim_completions, owner, limit, until, now)
+        return await self._write(operations.claim_completions, owner, limit, until, now)
 
     async def retry_completion(
         self, completion_id: int, owner: str, error: str, next_attempt_at: float
     ) -> None:
         params = (error, next_attempt_at, completion_id, owner)
-        await self._write_sync(operations.execute, sql.RETRY_COMPLETION, params)
+        await self._write(operations.execute, sql.RETRY_COMPLETION, params)
 
     async def claim_dispatches(
         self, owner: str, limit: int, lease_seconds: float, now: float, busy: Sequence[str] = ()
     ) -> list[tuple[DispatchRow, CompletionRow]]:
         until = now + lease_seconds
-        return await self._write_sync(
-            operations.claim_dispatches, owner, limit, until, now, tuple(busy)
-        )
+        return await self._write(operations.claim_dispatches, owner, limit, until, now, tuple(busy))
 
     async def finish_dispatch(
         self,
@@ -195,19 +177,19 @@ class SQLiteStore(Store):
         error_code: str | None = None,
     ) -> None:
         params = codec.finish_params(dispatch_id, owner, error, next_attempt_at, error_code)
-        await self._write_sync(operations.finish_dispatch, params)
+        await self._write(operations.finish_dispatch, params)
 
     async def renew(self, owner: str, lease_until: float) -> None:
-        await self._write_sync(operations.renew, owner, lease_until)
+        await self._write(operations.renew, owner, lease_until)
 
     async def release(self, owner: str) -> int:
-        return await self._write_sync(operations.release, owner)
+        return await self._write(operations.release, owner)
 
     async def heartbeat(self, owner: str, now: float) -> None:
-        await self._write_sync(operations.heartbeat, owner, now)
+        await self._write(operations.heartbeat, owner, now)
 
     async def take_back_stale(self, stale_before: float) -> int:
-        return await self._write_sync(operations.take_back_stale, stale_before)
+        return await self._write(operations.take_back_stale, stale_before)
 
     async def next_due(self, busy: Sequence[str] = ()) -> float | None:
         rows = await self._read(sql.NEXT_DUE, {"busy": json.dumps(list(busy))})
@@ -223,7 +205,7 @@ class SQLiteStore(Store):
         include_succeeded: bool = False,
     ) -> int:
         query, params = sql.replay_query(source, job_id, handler, since, include_succeeded)
-        return await self._write_sync(operations.changed, query, params)
+        return await self._write(operations.changed, query, params)
 
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         rows = await self._read(sql.DUE_POLLS, (source, now, limit))
@@ -235,13 +217,13 @@ class SQLiteStore(Store):
 
     async def schedule_poll(self, source: str, job_id: str, at: float, attempts: int) -> None:
         params = (at, attempts, source, job_id)
-        await self._write_sync(operations.execute, sql.SCHEDULE_POLL, params)
+        await self._write(operations.execute, sql.SCHEDULE_POLL, params)
 
     async def acquire_lease(self, name: str, owner: str, ttl: float, now: float) -> bool:
-        return await self._write_sync(operations.acquire_lease, name, owner, now + ttl, now)
+        return await self._write(operations.acquire_lease, name, owner, now + ttl, now)
 
     async def start_result_fetch(self, completion_id: int, now: float) -> bool:
-        return await self._write_sync(operations.start_result_fetch, completion_id, now)
+        return await self._write(operations.start_result_fetch, completion_id, now)
 
     async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
         rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
@@ -258,21 +240,19 @@ class SQLiteStore(Store):
     ) -> bool:
         params = codec.resolution_params(completion_id, owner, resolution)
         rows = fields.insert_rows(completion_id, resolution.fields)
-        return bool(
-            await self._write_sync(operations.resolve_completion, params, completion_id, rows)
-        )
+        return bool(await self._write(operations.resolve_completion, params, completion_id, rows))
 
     async def circuit_failed(
         self, handler: str, threshold: int, cooldown: float, now: float
     ) -> str:
         params = circuits.failed_params(handler, threshold, cooldown, now)
-        return await self._write_sync(operations.circuit_failed, params)
+        return await self._write(operations.circuit_failed, params)
 
     async def circuit_succeeded(self, handler: str, now: float) -> None:
-        await self._write_sync(operations.execute, circuits.SUCCEEDED, (now, handler))
+        await self._write(operations.execute, circuits.SUCCEEDED, (now, handler))
 
     async def circuit_probe_now(self, handler: str, now: float) -> None:
-        await self._write_sync(operations.circuit_probe_now, handler, now)
+        await self._write(operations.circuit_probe_now, handler, now)
 
     async def circuits(self) -> list[CircuitRow]:
         return [circuits.circuit_row(r) for r in await self._read(circuits.LIST)]
@@ -290,7 +270,7 @@ class SQLiteStore(Store):
         if not ids:
             return 0, None
         args = (now, now, f.dispatch_state, *ids)
-        changed = await self._write_sync(operations.changed, bulk.requeue_query(len(ids)), args)
+        changed = await self._write(operations.changed, bulk.requeue_query(len(ids)), args)
         return changed, ids[-1]
 
     async def claim_reprocess(
@@ -298,7 +278,7 @@ class SQLiteStore(Store):
         force: bool = False,
     ) -> bool:  # fmt: skip
         params = reprocesses.claim_params(source, job_id, owner, now, stale_before, force)
-        return await self._write_sync(operations.claim_reprocess, params)
+        return await self._write(operations.claim_reprocess, params)
 
     async def finish_reprocess(
         self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
@@ -306,7 +286,7 @@ class SQLiteStore(Store):
     ) -> None:  # fmt: skip
         state = reprocesses.state_of(new_job_id, unknown)
         params = (state, new_job_id, error, now, source, job_id, owner)
-        await self._write_sync(operations.execute, reprocesses.FINISH, params)
+        await self._write(operations.execute, reprocesses.FINISH, params)
 
     async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
         rows = await self._read(reprocesses.OF_JOB, (source, job_id))
@@ -355,14 +335,7 @@ class SQLiteStore(Store):
     async def fields_of(
         self, keys: Sequence[tuple[str, str]]
     ) -> dict[tuple[str, str], list[FieldValue]]:
-        found: dict[tuple[str, str], list[FieldValue]] = {}
-        for start in range(0, len(keys), fields.MAX_JOBS_PER_READ):
-            chunk = keys[start : start + fields.MAX_JOBS_PER_READ]
-            flat = [part for key in chunk for part in key]
-            found.update(
-                fields.group_fields(await self._read(fields.fields_of_query(len(chunk)), flat))
-            )
-        return found
+        return await fields.fields_of(self._read, keys)
 
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
         query, params = queries.field_names_query(where, limit)
@@ -396,7 +369,7 @@ class SQLiteStore(Store):
         return [DeadRow(*r) for r in rows]
 
     async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
-        return await self._write_sync(operations.purge, before, limit)
+        return await self._write(operations.purge, before, limit)
 
     async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
         rows = await self._read(queries.DELIVERED_RESULTS, (limit,))
@@ -406,9 +379,27 @@ class SQLiteStore(Store):
         if not completion_ids:
             return 0
         query = queries.forget_results_query(len(completion_ids))
-        return await self._write_sync(operations.changed, query, list(completion_ids))
+        return await self._write(operations.changed, query, list(completion_ids))
 
 
-async def _one(db: aiosqlite.Connection, query: str, params: Sequence[Any] = ()) -> Any:
-    rows = list(await db.execute_fetchall(query, params))
-    return rows[0]
+def _take_back_all(db: sqlite3.Connection) -> None:
+    """We own the store: free every claim the processes before us left in it."""
+    freed = 0
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for number, statement in enumerate(sql.TAKE_BACK_ALL):
+            count = db.execute(statement).rowcount
+            freed += count if number < 2 else 0  # claims; then the leases and replicas
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    if freed:
+        log.info("store_claims_taken_back", count=freed)
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    for number, script in enumerate(SQLITE_MIGRATIONS[version:], start=version + 1):
+        db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={number};\nCOMMIT;")
+        log.info("store_migrated", version=number)
