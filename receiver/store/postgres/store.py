@@ -234,14 +234,6 @@ class PostgresStore(Store):
 
         return await self._db.transaction(op)
 
-    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
-        rows = await self._db.fetch(_n(sql.SELECT_DISPATCHES_FOR), source, job_id)
-        return [codec.dispatch_row(r) for r in rows]
-
-    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
-        rows = await self._db.fetch(pg_sql.COMPLETION_FOR, source, job_id)
-        return codec.completion_row(rows[0]) if rows else None
-
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
     ) -> bool:
@@ -316,18 +308,27 @@ class PostgresStore(Store):
         rows = await self._db.fetch(_n(reprocesses.OF_JOB), source, job_id)
         return reprocesses.row(rows[0]) if rows else None
 
-    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
-        rows = await self._db.fetch(_n(reprocesses.FROM_JOB), source, new_job_id)
-        return reprocesses.row(rows[0]) if rows else None
+    async def confirmations_due(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in await self._db.fetch(queries.CONFIRMATIONS_DUE)}
 
-    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
-        if not job_ids:
-            return {}
-        query = _n(reprocesses.of_jobs(len(job_ids)))
-        rows = await self._db.fetch(query, source, *job_ids)
-        return {r.job_id: r for r in map(reprocesses.row, rows)}
+    async def fields_of(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[FieldValue]]:
+        return await fields.fields_of(self._fetch, keys)
 
-    # Queries for the admin API and the console (the shared ones, renumbered)
+    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
+        return await self._db.transaction(lambda conn: _purge(conn, before, limit))
+
+    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
+        rows = await self._db.fetch(_n(queries.DELIVERED_RESULTS), limit)
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    async def forget_results(self, completion_ids: Sequence[int]) -> int:
+        if not completion_ids:
+            return 0
+        return await self._db.execute(pg_sql.FORGET_RESULTS, list(completion_ids))
+
+    # Reads: what the admin API and the console show
 
     async def list_jobs(
         self, where: JobFilter, *, limit: int, after: JobKey | None = None
@@ -339,8 +340,25 @@ class PostgresStore(Store):
         rows = await self._db.fetch(_n(queries.SELECT_DELIVERIES), source, job_id)
         return [queries.delivery_row(r) for r in rows]
 
+    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
+        rows = await self._db.fetch(_n(sql.SELECT_DISPATCHES_FOR), source, job_id)
+        return [codec.dispatch_row(r) for r in rows]
+
+    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
+        rows = await self._db.fetch(pg_sql.COMPLETION_FOR, source, job_id)
+        return codec.completion_row(rows[0]) if rows else None
+
     async def job_stats(self, since: float) -> JobStats:
         return await queries.job_stats(self._fetch, since)
+
+    async def field_names(self, where: JobFilter, limit: int) -> list[str]:
+        query, params = queries.field_names_query(where, limit)
+        return [str(r[0]) for r in await self._db.fetch(pg_sql.with_metadata(query), *params)]
+
+    async def field_stats(
+        self, since: float, thresholds: Mapping[str, float], default: float
+    ) -> FieldStats:
+        return await fields.field_stats(self._fetch, since, thresholds, default)
 
     async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
         async def op(conn: Conn) -> list[CompletionRow]:
@@ -356,27 +374,6 @@ class PostgresStore(Store):
             return int(await conn.fetchval(queries.LAST_COMPLETION_ID))
 
         return await self._db.transaction(op)
-
-    async def backlog(self) -> Backlog:
-        (row,) = await self._db.fetch(queries.BACKLOG)
-        return queries.backlog_row(row)
-
-    async def confirmations_due(self) -> dict[str, int]:
-        return {str(r[0]): int(r[1]) for r in await self._db.fetch(queries.CONFIRMATIONS_DUE)}
-
-    async def fields_of(
-        self, keys: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], list[FieldValue]]:
-        return await fields.fields_of(self._fetch, keys)
-
-    async def field_names(self, where: JobFilter, limit: int) -> list[str]:
-        query, params = queries.field_names_query(where, limit)
-        return [str(r[0]) for r in await self._db.fetch(pg_sql.with_metadata(query), *params)]
-
-    async def field_stats(
-        self, since: float, thresholds: Mapping[str, float], default: float
-    ) -> FieldStats:
-        return await fields.field_stats(self._fetch, since, thresholds, default)
 
     async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
         rows = await self._db.fetch(_n(history.ATTEMPTS_FOR), source, job_id)
@@ -402,17 +399,20 @@ class PostgresStore(Store):
         rows = await self._db.fetch(_n(history.DEAD_LIST), *params)
         return [DeadRow(*r) for r in rows]
 
-    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
-        return await self._db.transaction(lambda conn: _purge(conn, before, limit))
+    async def backlog(self) -> Backlog:
+        (row,) = await self._db.fetch(queries.BACKLOG)
+        return queries.backlog_row(row)
 
-    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
-        rows = await self._db.fetch(_n(queries.DELIVERED_RESULTS), limit)
-        return [(int(r[0]), str(r[1])) for r in rows]
+    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
+        rows = await self._db.fetch(_n(reprocesses.FROM_JOB), source, new_job_id)
+        return reprocesses.row(rows[0]) if rows else None
 
-    async def forget_results(self, completion_ids: Sequence[int]) -> int:
-        if not completion_ids:
-            return 0
-        return await self._db.execute(pg_sql.FORGET_RESULTS, list(completion_ids))
+    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
+        if not job_ids:
+            return {}
+        query = _n(reprocesses.of_jobs(len(job_ids)))
+        rows = await self._db.fetch(query, source, *job_ids)
+        return {r.job_id: r for r in map(reprocesses.row, rows)}
 
 
 def _first(rows: list[Any]) -> float | None:

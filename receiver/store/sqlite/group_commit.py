@@ -116,10 +116,10 @@ class GroupCommit:
         A batch of ``offload_at`` operations or more runs in the writer process, off the event
         loop's core: batches that big mean webhooks are queueing for the loop (bench ingest at
         saturation: 16-32 a batch). A smaller one runs here, its statements on the loop's
-        thread and only COMMIT (the fsync) on the SQLite thread: sparse writes (a poller's, a
+        thread and only COMMIT (the fsync) on the store's thread: sparse writes (a poller's, a
         quiet service's) cost less that way than a trip to another process and back, which
         also wakes a process whose caches have gone cold (bench poller: 4.6 % of a core
-        against 5.7 % with every batch sent there). Run on the SQLite thread, every statement
+        against 5.7 % with every batch sent there). Run on another thread, every statement
         would release the GIL inside SQLite and then wait for the loop's thread to hand it
         back: a 16-webhook batch took 3.7 ms that way, for 0.6 ms of work.
         """

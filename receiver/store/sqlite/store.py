@@ -225,16 +225,6 @@ class SQLiteStore(Store):
     async def start_result_fetch(self, completion_id: int, now: float) -> bool:
         return await self._write(operations.start_result_fetch, completion_id, now)
 
-    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
-        rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
-        return [codec.dispatch_row(r) for r in rows]
-
-    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
-        rows = await self._read(
-            f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
-        )
-        return codec.completion_row(rows[0]) if rows else None
-
     async def resolve_completion(
         self, completion_id: int, owner: str, resolution: Resolution
     ) -> bool:
@@ -292,17 +282,28 @@ class SQLiteStore(Store):
         rows = await self._read(reprocesses.OF_JOB, (source, job_id))
         return reprocesses.row(rows[0]) if rows else None
 
-    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
-        rows = await self._read(reprocesses.FROM_JOB, (source, new_job_id))
-        return reprocesses.row(rows[0]) if rows else None
+    async def confirmations_due(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in await self._read(queries.CONFIRMATIONS_DUE)}
 
-    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
-        if not job_ids:
-            return {}
-        rows = await self._read(reprocesses.of_jobs(len(job_ids)), (source, *job_ids))
-        return {r.job_id: r for r in map(reprocesses.row, rows)}
+    async def fields_of(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[FieldValue]]:
+        return await fields.fields_of(self._read, keys)
 
-    # Queries for the admin API and the console
+    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
+        return await self._write(operations.purge, before, limit)
+
+    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
+        rows = await self._read(queries.DELIVERED_RESULTS, (limit,))
+        return [(int(r[0]), str(r[1])) for r in rows]
+
+    async def forget_results(self, completion_ids: Sequence[int]) -> int:
+        if not completion_ids:
+            return 0
+        query = queries.forget_results_query(len(completion_ids))
+        return await self._write(operations.changed, query, list(completion_ids))
+
+    # Reads: what the admin API and the console show
 
     async def list_jobs(
         self, where: JobFilter, *, limit: int, after: JobKey | None = None
@@ -314,28 +315,18 @@ class SQLiteStore(Store):
         rows = await self._read(queries.SELECT_DELIVERIES, (source, job_id))
         return [queries.delivery_row(r) for r in rows]
 
+    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
+        rows = await self._read(sql.SELECT_DISPATCHES_FOR, (source, job_id))
+        return [codec.dispatch_row(r) for r in rows]
+
+    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
+        rows = await self._read(
+            f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
+        )
+        return codec.completion_row(rows[0]) if rows else None
+
     async def job_stats(self, since: float) -> JobStats:
         return await queries.job_stats(self._read, since)
-
-    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
-        rows = await self._read(queries.COMPLETIONS_AFTER, (after_id, limit))
-        return [codec.completion_row(r) for r in rows]
-
-    async def last_completion_id(self) -> int:
-        ((last,),) = await self._read(queries.LAST_COMPLETION_ID)
-        return int(last)
-
-    async def backlog(self) -> Backlog:
-        (row,) = await self._read(queries.BACKLOG)
-        return queries.backlog_row(row)
-
-    async def confirmations_due(self) -> dict[str, int]:
-        return {str(r[0]): int(r[1]) for r in await self._read(queries.CONFIRMATIONS_DUE)}
-
-    async def fields_of(
-        self, keys: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], list[FieldValue]]:
-        return await fields.fields_of(self._read, keys)
 
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
         query, params = queries.field_names_query(where, limit)
@@ -345,6 +336,14 @@ class SQLiteStore(Store):
         self, since: float, thresholds: Mapping[str, float], default: float
     ) -> FieldStats:
         return await fields.field_stats(self._read, since, thresholds, default)
+
+    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
+        rows = await self._read(queries.COMPLETIONS_AFTER, (after_id, limit))
+        return [codec.completion_row(r) for r in rows]
+
+    async def last_completion_id(self) -> int:
+        ((last,),) = await self._read(queries.LAST_COMPLETION_ID)
+        return int(last)
 
     async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
         return [AttemptRow(*r) for r in await self._read(history.ATTEMPTS_FOR, (source, job_id))]
@@ -368,18 +367,19 @@ class SQLiteStore(Store):
         rows = await self._read(history.DEAD_LIST, history.dead_params(handler, code, limit))
         return [DeadRow(*r) for r in rows]
 
-    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
-        return await self._write(operations.purge, before, limit)
+    async def backlog(self) -> Backlog:
+        (row,) = await self._read(queries.BACKLOG)
+        return queries.backlog_row(row)
 
-    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
-        rows = await self._read(queries.DELIVERED_RESULTS, (limit,))
-        return [(int(r[0]), str(r[1])) for r in rows]
+    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
+        rows = await self._read(reprocesses.FROM_JOB, (source, new_job_id))
+        return reprocesses.row(rows[0]) if rows else None
 
-    async def forget_results(self, completion_ids: Sequence[int]) -> int:
-        if not completion_ids:
-            return 0
-        query = queries.forget_results_query(len(completion_ids))
-        return await self._write(operations.changed, query, list(completion_ids))
+    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
+        if not job_ids:
+            return {}
+        rows = await self._read(reprocesses.of_jobs(len(job_ids)), (source, *job_ids))
+        return {r.job_id: r for r in map(reprocesses.row, rows)}
 
 
 def _take_back_all(db: sqlite3.Connection) -> None:
