@@ -26,7 +26,7 @@ from receiver.models import Event, State
 from receiver.service.app import create_app
 from receiver.service.serving import serving
 from receiver.store.rows import JobFilter
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     import argparse

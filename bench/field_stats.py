@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench import report
 from receiver.store.rows import JobFilter
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     import argparse

@@ -19,7 +19,7 @@ from receiver.config.load import load_settings
 from receiver.models import IngestResult
 from receiver.service.serve import run
 from receiver.store import open_store
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench import workload
-from receiver.store.schema import SQLITE_MIGRATIONS
+from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -137,7 +137,7 @@ def _companions(db: Path) -> tuple[Path, ...]:
 
 
 async def _migrate(db: Path) -> None:
-    from receiver.store.sqlite import SQLiteStore
+    from receiver.store.sqlite.store import SQLiteStore
 
     store = SQLiteStore(db)
     await store.open()

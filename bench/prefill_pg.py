@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.prefill import GENERATOR, INSERTS, month
-from receiver.store.pg_schema import POSTGRES_MIGRATIONS
+from receiver.store.postgres.migrations import POSTGRES_MIGRATIONS
 
 ADMIN_URL = os.environ.get(
     "JOBHOOK_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -70,7 +70,7 @@ async def load(url: str, jobs: int) -> None:
     """Migrate the empty database at ``url`` and load ``jobs`` jobs' rows into it."""
     import asyncpg
 
-    from receiver.store.postgres import PostgresStore
+    from receiver.store.postgres.store import PostgresStore
 
     store = PostgresStore(url)
     await store.open()  # the real migrations

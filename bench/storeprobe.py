@@ -4,7 +4,7 @@
 prefilled store (``bench.prefill``) of each message-id variant (``--message-ids``: Svix's
 millisecond KSUIDs and fully random ids, both by default, printed side by side; each into a
 store prefilled with ids of its kind), then runs the realistic workload's webhooks through the
-very operation and batch runner the SQLite writer process runs (``sqlite_ops.ingest`` in
+very operation and batch runner the SQLite writer process runs (``operations.ingest`` in
 ``writer.run_batch``, one transaction and one fsync a batch, synchronous=FULL), with no HTTP
 and no event loop. Per webhook it reports the writer's CPU time, the time in COMMIT (the WAL
 write and its fsync, and the checkpoints that run in it), the pages written to the WAL (every
@@ -35,8 +35,8 @@ from bench import workload
 from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 from bench.report import RESULTS
 from receiver.models import Event, State
-from receiver.store import sqlite_ops, writer
-from receiver.store.checkpoint import Checkpointer
+from receiver.store.sqlite import operations, writer
+from receiver.store.sqlite.checkpoint import Checkpointer
 
 STATES = {"Completed": State.SUCCEEDED, "Failed": State.FAILED, "InProgress": State.RUNNING}
 CACHE_HIT, CACHE_MISS, CACHE_WRITE = 7, 8, 9
@@ -168,7 +168,7 @@ def probe(
     hits = misses = 0
     for start in range(0, len(hooks), batch):
         ops = [
-            (sqlite_ops.ingest, (e, (), False, time.time())) for e in hooks[start : start + batch]
+            (operations.ingest, (e, (), False, time.time())) for e in hooks[start : start + batch]
         ]
         cpu0, wall0 = time.thread_time(), time.perf_counter()
         conn.execute("BEGIN IMMEDIATE")
@@ -272,7 +272,7 @@ def _copy(jobs: int, ids: str) -> Path:
     db = copy_store(source, work / f"probe-{ids}.db")
     import asyncio
 
-    from receiver.store.sqlite import SQLiteStore  # upgrades a copy made by an older schema
+    from receiver.store.sqlite.store import SQLiteStore  # upgrades a copy made by an older schema
 
     async def migrate() -> None:
         store = SQLiteStore(db)

@@ -10,7 +10,7 @@ import time_machine
 
 from receiver.config.load import load_settings
 from receiver.models import Event, State
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.support import SECRET, reducto_body, signed_headers
 
 if TYPE_CHECKING:

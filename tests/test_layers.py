@@ -41,6 +41,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
 )
 ROOT_VOCABULARY = set(LAYERS[-1])
+# The store's backends: each may use the shared store modules, none another backend, and
+# nothing else may name one except the factory that picks a backend by URL.
+BACKENDS = ("receiver.store.sqlite", "receiver.store.postgres")
+BACKEND_FACTORY = "receiver.store"
 
 
 def module_name(path: Path) -> str:
@@ -143,6 +147,21 @@ def upward_imports(edges: dict[str, set[str]]) -> list[str]:
     return problems
 
 
+def backend_of(module: str) -> str | None:
+    return next((b for b in BACKENDS if module == b or module.startswith(b + ".")), None)
+
+
+def backend_imports(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of a backend from outside it, except by the factory."""
+    problems = []
+    for source, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            backend = backend_of(target)
+            if backend not in (None, backend_of(source)) and source != BACKEND_FACTORY:
+                problems.append(f"{source} imports {target}")
+    return problems
+
+
 def test_every_module_belongs_to_a_layer() -> None:
     for name in modules():
         layer_of(name)
@@ -155,6 +174,27 @@ def test_no_module_imports_its_way_back_to_itself() -> None:
 
 def test_packages_import_only_the_layers_below() -> None:
     assert upward_imports(graph()) == []
+
+
+def test_only_the_store_factory_imports_a_backend() -> None:
+    """Shared store modules, the other backend and the rest of the code base talk to the
+    contract (``receiver.store.base``); only ``open_store`` knows which backend it built."""
+    assert backend_imports(graph()) == []
+
+
+def test_an_import_of_a_backend_from_elsewhere_is_reported() -> None:
+    edges = {
+        "receiver.store": {"receiver.store.sqlite.store", "receiver.store.postgres.store"},
+        "receiver.store.sqlite.store": {"receiver.store.sqlite.operations", "receiver.store.sql"},
+        "receiver.store.postgres.store": {"receiver.store.sqlite.operations"},
+        "receiver.store.queries": {"receiver.store.postgres.sql"},
+        "receiver.admin.views": {"receiver.store.sqlite.store"},
+    }
+    assert backend_imports(edges) == [
+        "receiver.admin.views imports receiver.store.sqlite.store",
+        "receiver.store.postgres.store imports receiver.store.sqlite.operations",
+        "receiver.store.queries imports receiver.store.postgres.sql",
+    ]
 
 
 @pytest.mark.parametrize(

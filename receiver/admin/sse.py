@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from receiver.admin.notifier import Notifier
-    from receiver.store import CompletionRow, Store
+    from receiver.store import CompletionRow, Reads
 
 BATCH = 100
 DEFAULT_HEARTBEAT = 15.0
@@ -76,7 +76,7 @@ def _heartbeat(request: Request) -> float:
 
 
 async def stream_completions(
-    store: Store, notifier: Notifier, after: int, heartbeat: float
+    store: Reads, notifier: Notifier, after: int, heartbeat: float
 ) -> AsyncIterator[str]:
     """Completions after id ``after`` as they are committed, with heartbeat comments."""
     with notifier.watch_completions() as news:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from receiver.providers.jobapi import JobAPI
     from receiver.secret import Secret
     from receiver.signatures.base import Verified
-    from receiver.store import Store
+    from receiver.store import Engine
 
 log = structlog.get_logger("receiver.direct")
 Offer = Literal["queued", "duplicate", "over_budget"]
@@ -74,7 +74,7 @@ class DirectHints:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         ingestor: Ingestor,
         apis: Mapping[str, JobAPI],
         unknown_per_minute: Mapping[str, int],

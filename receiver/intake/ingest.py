@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from receiver.config.settings import HandlerSettings, PollSettings
     from receiver.models import Event, IngestResult
-    from receiver.store import Store
+    from receiver.store import Engine
 
 
 class Ingestor:
@@ -20,7 +20,7 @@ class Ingestor:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         handlers: Sequence[HandlerSettings],
         wake: Callable[[], None] = lambda: None,
         resolving: Collection[str] = (),

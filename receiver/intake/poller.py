@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from receiver.config.settings import PollSettings
     from receiver.intake.ingest import Ingestor
     from receiver.providers.jobapi import JobAPI
-    from receiver.store import JobRow, Store
+    from receiver.store import Engine, JobRow
 
 log = structlog.get_logger(__name__)
 LEASE_NAME = "poller"
@@ -42,7 +42,7 @@ class Poller:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         ingestor: Ingestor,
         apis: Mapping[str, JobAPI],
         settings: Mapping[str, PollSettings],

@@ -233,7 +233,7 @@ def _count(counts: dict[tuple[str, str], list[float]], key: tuple[str, str]) -> 
 
 
 class _RuntimeCollector:
-    """Reads, at scrape time, what the runtime's long-lived parts count themselves."""
+    """Store, at scrape time, what the runtime's long-lived parts count themselves."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics

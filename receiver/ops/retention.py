@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from receiver.config.settings import RetentionSettings
-    from receiver.store import Store
+    from receiver.store import Engine
 
 log = structlog.get_logger(__name__)
 BATCH = 500
@@ -36,7 +36,7 @@ class Retention:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         settings: RetentionSettings,
         results_dir: Path,
         *,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from receiver.config.settings import HandlerSettings
-    from receiver.store import Store
+    from receiver.store import Engine
     from receiver.store.rows import CircuitRow
 
 log = structlog.get_logger(__name__)
@@ -31,7 +31,7 @@ PROBE_POLL_SECONDS = 0.1
 class Circuits:
     """Counts delivery outcomes into the store's circuits and keeps a recent view of them."""
 
-    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Engine, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._clock = clock
         self._failing: set[str] = set()

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from receiver.completion import Handler
     from receiver.config.settings import HandlerSettings
     from receiver.pipeline.resolver import Resolver
-    from receiver.store import CompletionRow, DispatchRow, Store
+    from receiver.store import CompletionRow, DispatchRow, Engine
 
 log = structlog.get_logger(__name__)
 IDLE_RECHECK_SECONDS = 5.0
@@ -74,7 +74,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         handlers: Mapping[str, Handler],
         policies: Mapping[str, HandlerSettings],
         resolver: Resolver,

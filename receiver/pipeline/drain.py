@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from receiver.providers.jobapi import JobAPI
-    from receiver.store import Store
+    from receiver.store import Engine
 
 log = structlog.get_logger(__name__)
 CHECK_SECONDS = 30.0
@@ -52,7 +52,7 @@ class DrainWatch:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         apis: Mapping[str, JobAPI],
         within: float = 600.0,
         *,

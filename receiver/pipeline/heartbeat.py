@@ -21,7 +21,7 @@ from receiver.loops import wait_either
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from receiver.store import Store
+    from receiver.store import Engine
 
 log = structlog.get_logger(__name__)
 MISSED_BEATS = 3
@@ -33,7 +33,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         owner: str,
         interval: float = 2.0,
         *,

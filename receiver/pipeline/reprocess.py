@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from receiver.providers import Provider
     from receiver.providers.jobapi import JobAPI
-    from receiver.store import JobRow, Store
+    from receiver.store import Engine, JobRow
 
 log = structlog.get_logger(__name__)
 ATTEMPTS = 4
@@ -71,7 +71,7 @@ class Reprocessor:
 
     def __init__(
         self,
-        store: Store,
+        store: Engine,
         apis: Mapping[str, JobAPI],
         providers: Mapping[str, Provider],
         track: Callable[[Event], Awaitable[object]],

@@ -28,12 +28,12 @@ from receiver.pipeline.fetch import remove_partials
 from receiver.pipeline.fields import extract_fields, lowest
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.store import Resolution
-from receiver.store.records import result_ref_json
+from receiver.store.codec import result_ref_json
 
 if TYPE_CHECKING:
     from receiver.pipeline.fetch import ResultFetcher
     from receiver.providers.jobapi import JobAPI
-    from receiver.store import CompletionRow, Store
+    from receiver.store import CompletionRow, Engine
     from receiver.tracing import Span
 
 log = structlog.get_logger(__name__)
@@ -51,7 +51,7 @@ class Resolver:
         fetcher: ResultFetcher | None,
         results_dir: Path,
         *,
-        store: Store | None = None,
+        store: Engine | None = None,
     ) -> None:
         self._apis = apis
         self._fetcher = fetcher

@@ -1,11 +1,11 @@
-"""The store contract every backend (SQLite, PostgreSQL) fulfils; what it returns is in ``rows``."""
+"""The store contract every backend (SQLite, PostgreSQL) fulfils, in two parts: the ``Engine``
+the pipeline runs on and the ``Reads`` the admin API and the console show; a ``Store`` is both.
+What they return is in ``rows``."""
 
 from __future__ import annotations
 
 import abc
 from typing import TYPE_CHECKING
-
-from receiver.store.reprocess_contract import ReprocessContract
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -30,13 +30,15 @@ if TYPE_CHECKING:
         JobRow,
         JobStats,
         OutcomeBucket,
+        ReprocessRow,
         Resolution,
         TimeBucket,
     )
 
 
-class Store(ReprocessContract, abc.ABC):
-    """Durable state: jobs, webhook deliveries, completions and handler dispatches.
+class Engine(abc.ABC):
+    """Durable state the pipeline runs on: jobs, webhook deliveries, completions, handler
+    dispatches and their circuits, leases, polls, retention and reprocess links.
 
     Every method raises StoreUnavailableError when the backend cannot read or commit.
     """
@@ -201,14 +203,60 @@ class Store(ReprocessContract, abc.ABC):
         when that was recorded before (the result may be gone: it must not be asked again)."""
 
     @abc.abstractmethod
-    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
-        """Every dispatch of a job's completion."""
+    async def fields_of(
+        self, keys: Sequence[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[FieldValue]]:
+        """The extracted fields (confidence, value) of these (source, job_id) jobs, by job."""
 
     @abc.abstractmethod
-    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
-        """A job's completion, or None while it is not terminal."""
+    async def confirmations_due(self) -> dict[str, int]:
+        """By source, completions still waiting for their job API's confirmation."""
 
-    # Queries for the admin API
+    @abc.abstractmethod
+    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
+        """Delete up to ``limit`` delivered jobs that became terminal before ``before``.
+
+        A job goes with its deliveries, completion and dispatches, and only when its completion
+        is resolved and every dispatch succeeded (none touched since ``before``). Returns how
+        many jobs went, and their result files, for the caller to delete.
+        """
+
+    @abc.abstractmethod
+    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
+        """(completion id, result path) of results that every dispatch has delivered."""
+
+    @abc.abstractmethod
+    async def forget_results(self, completion_ids: Sequence[int]) -> int:
+        """Clear the result of these completions (their files are gone); return how many."""
+
+    @abc.abstractmethod
+    async def claim_reprocess(
+        self, source: str, job_id: str, owner: str, now: float, *, stale_before: float,
+        force: bool = False,
+    ) -> bool:  # fmt: skip
+        """Claim the right to submit a job again; False when it is being or was submitted, or
+        its submission's outcome is unknown (unless ``force``). A claim left ``submitting``
+        since before ``stale_before`` (its replica died) can be taken over, and so can one that
+        ``failed``."""
+
+    @abc.abstractmethod
+    async def finish_reprocess(
+        self, source: str, job_id: str, owner: str, now: float, *, new_job_id: str | None,
+        error: str | None, unknown: bool = False,
+    ) -> None:  # fmt: skip
+        """Record a claimed submission's outcome: the new job's id, or the error (claimable
+        again; with ``unknown``, the job may exist at the provider: only ``force`` claims it)."""
+
+    @abc.abstractmethod
+    async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
+        """The reprocess link of an old job, if it was ever claimed."""
+
+
+class Reads(abc.ABC):
+    """What the admin API and the console read: listings, a job's history, stats and charts.
+
+    Every method raises StoreUnavailableError when the backend cannot read.
+    """
 
     @abc.abstractmethod
     async def list_jobs(
@@ -221,14 +269,16 @@ class Store(ReprocessContract, abc.ABC):
         """A job's webhook deliveries, oldest first."""
 
     @abc.abstractmethod
-    async def job_stats(self, since: float) -> JobStats:
-        """Totals, states, sources, durations and handler failures of jobs created since."""
+    async def dispatches_for(self, source: str, job_id: str) -> list[DispatchRow]:
+        """Every dispatch of a job's completion."""
 
     @abc.abstractmethod
-    async def fields_of(
-        self, keys: Sequence[tuple[str, str]]
-    ) -> dict[tuple[str, str], list[FieldValue]]:
-        """The extracted fields (confidence, value) of these (source, job_id) jobs, by job."""
+    async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
+        """A job's completion, or None while it is not terminal."""
+
+    @abc.abstractmethod
+    async def job_stats(self, since: float) -> JobStats:
+        """Totals, states, sources, durations and handler failures of jobs created since."""
 
     @abc.abstractmethod
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
@@ -283,22 +333,13 @@ class Store(ReprocessContract, abc.ABC):
         """Work not yet delivered, counted now."""
 
     @abc.abstractmethod
-    async def confirmations_due(self) -> dict[str, int]:
-        """By source, completions still waiting for their job API's confirmation."""
+    async def reprocessed_from(self, source: str, new_job_id: str) -> ReprocessRow | None:
+        """The link whose submission created ``new_job_id``, if any."""
 
     @abc.abstractmethod
-    async def purge(self, before: float, limit: int) -> tuple[int, list[str]]:
-        """Delete up to ``limit`` delivered jobs that became terminal before ``before``.
+    async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
+        """The links of several old jobs of one source, by job id."""
 
-        A job goes with its deliveries, completion and dispatches, and only when its completion
-        is resolved and every dispatch succeeded (none touched since ``before``). Returns how
-        many jobs went, and their result files, for the caller to delete.
-        """
 
-    @abc.abstractmethod
-    async def delivered_results(self, limit: int) -> list[tuple[int, str]]:
-        """(completion id, result path) of results that every dispatch has delivered."""
-
-    @abc.abstractmethod
-    async def forget_results(self, completion_ids: Sequence[int]) -> int:
-        """Clear the result of these completions (their files are gone); return how many."""
+class Store(Engine, Reads):
+    """A backend: the engine and its reads over one database (``receiver.store.open_store``)."""

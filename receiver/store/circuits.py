@@ -5,22 +5,18 @@ open it: its dispatches are not claimed (so they spend no attempt) until ``retry
 of the cool-down. Then one claimer turns it ``half_open`` and takes one due dispatch as the
 probe, without counting an attempt; the probe's success closes the circuit, its failure opens it
 for another cool-down. A probe whose replica died is retried when its lease (``retry_at``) ends.
-Both stores run these statements (PostgreSQL after ``numbered``) and the SQLite writer runs the
-``*_sync`` functions.
+Both backends run these statements (PostgreSQL after ``numbered``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from receiver.store import records
+from receiver.store import codec
 from receiver.store.rows import CircuitRow
 
 if TYPE_CHECKING:
-    import sqlite3
-    from collections.abc import Collection, Sequence
-
-    from receiver.store.rows import CompletionRow, DispatchRow
+    from collections.abc import Sequence
 
 # handler, threshold, opened_at, retry_at, updated_at, threshold x3 (numbered() has no repeats)
 FAILED = """
@@ -75,7 +71,7 @@ WHERE id IN (
       AND ((d.state = 'pending' AND d.next_attempt_at <= ?)
            OR (d.state = 'running' AND d.lease_until < ?))
     ORDER BY d.next_attempt_at LIMIT 1)
-RETURNING {records.DISPATCH_COLUMNS}
+RETURNING {codec.DISPATCH_COLUMNS}
 """  # noqa: S608
 
 # Nothing to probe with yet: open again until the handler's earliest due dispatch.
@@ -87,43 +83,9 @@ WHERE handler = ? AND state = 'half_open'
 """
 
 
-def probe_now_sync(db: sqlite3.Connection, handler: str, now: float) -> None:
-    db.execute(PROBE_DUE, (now, handler, now, handler))
-    db.execute(PROBE_NOW, (now, now, handler, now))
-
-
 def failed_params(handler: str, threshold: int, cooldown: float, now: float) -> tuple[Any, ...]:
     return (handler, threshold, now, now + cooldown, now, threshold, threshold, threshold)
 
 
 def circuit_row(r: Sequence[Any]) -> CircuitRow:
     return CircuitRow(r[0], r[1], r[2], r[3], r[4])
-
-
-def failed_sync(db: sqlite3.Connection, params: Sequence[Any]) -> str:
-    state: str = db.execute(FAILED, params).fetchone()[0]
-    return state
-
-
-def probes_sync(
-    db: sqlite3.Connection, owner: str, until: float, now: float, busy: Collection[str] = ()
-) -> list[DispatchRow]:
-    """Take the probes that are due (SQLite's writer): one dispatch per probing handler; a
-    ``busy`` handler's probe waits, its circuit open, until the handler has a free slot."""
-    claimed: list[DispatchRow] = []
-    for (handler,) in db.execute(TAKE_PROBES, (until, now, now)).fetchall():
-        row = None
-        if handler not in busy:
-            row = db.execute(CLAIM_PROBE, (owner, until, now, handler, now, now)).fetchone()
-        if row is None:
-            db.execute(NO_PROBE, (handler, now, handler))
-        else:
-            claimed.append(records.dispatch_row(row))
-    return claimed
-
-
-def with_completions(
-    claimed: list[DispatchRow], completions: Sequence[CompletionRow]
-) -> list[tuple[DispatchRow, CompletionRow]]:
-    by_id = {c.id: c for c in completions}
-    return [(d, by_id[d.completion_id]) for d in claimed]

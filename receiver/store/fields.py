@@ -3,7 +3,7 @@
 A resolved completion's extracted fields are rows of ``job_fields`` (completion, field,
 confidence, value), written with the resolution in one transaction, with the job's source and
 creation time copied so the stats read one table. The SQL is what SQLite and PostgreSQL both
-speak (grouped sums, CASE, row values); PostgreSQL's copies are renumbered in ``field_stores``.
+speak (grouped sums, CASE, row values); PostgreSQL renumbers them (``numbered``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
     from receiver.store.rows import JobFilter
 
+MAX_JOBS_PER_READ = 500
+"""``fields_of`` reads the fields of at most this many jobs a statement."""
 MAX_STATS_ROWS = 500
 """At most this many (source, field) pairs in the stats, the least confident first."""
 NAMES_OF_ALL = "SELECT DISTINCT field FROM job_fields ORDER BY field LIMIT ?"
@@ -133,6 +135,19 @@ def fields_of_query(count: int) -> str:
     return f"""SELECT c.source, c.job_id, f.field, f.confidence, f.value FROM job_fields f
     JOIN completions c ON c.id = f.completion_id
     WHERE (c.source, c.job_id) IN (VALUES {pairs}) ORDER BY f.field"""  # noqa: S608
+
+
+async def fields_of(
+    read: Callable[[str, Sequence[Any]], Awaitable[list[Any]]], keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], list[FieldValue]]:
+    """The extracted fields of these (source, job_id) jobs, by job, ``MAX_JOBS_PER_READ`` jobs
+    a statement."""
+    found: dict[tuple[str, str], list[FieldValue]] = {}
+    for start in range(0, len(keys), MAX_JOBS_PER_READ):
+        chunk = keys[start : start + MAX_JOBS_PER_READ]
+        flat = [part for key in chunk for part in key]
+        found.update(group_fields(await read(fields_of_query(len(chunk)), flat)))
+    return found
 
 
 def group_fields(rows: Sequence[Any]) -> dict[tuple[str, str], list[FieldValue]]:

@@ -10,22 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from receiver.store.pg_sql import numbered
 from receiver.store.queries import FAILURE_CODE
-from receiver.store.rows import (
-    AttemptRow,
-    DeadGroup,
-    DeadRow,
-    ErrorBucket,
-    OutcomeBucket,
-    TimeBucket,
-)
+from receiver.store.rows import OutcomeBucket
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Sequence
-
-    from receiver.store.pg_pool import Conn, PgPool
 
 # Before the dispatch's UPDATE (which clears its lease): the attempt that is ending, if the
 # caller still holds the lease; ``attempts`` already counts it (a claim increments it).
@@ -40,15 +29,12 @@ JOIN completions c ON c.id = d.completion_id
 WHERE c.source = ? AND c.job_id = ? ORDER BY a.ended_at, a.id
 """
 # Terminal jobs per bucket of ``width`` seconds: how many, and created-to-terminal seconds.
-# (SQLite's CAST truncates, which is floor for these positive times; PostgreSQL's rounds.)
 _COMPLETED_OVER_TIME = """
 SELECT {bucket} AS b, count(*),
        avg(terminal_at - created_at), max(terminal_at - created_at)
 FROM jobs WHERE terminal_at IS NOT NULL AND terminal_at >= ?
 GROUP BY b ORDER BY b
 """
-COMPLETED_OVER_TIME = _COMPLETED_OVER_TIME.format(bucket="CAST(terminal_at / ? AS INTEGER)")
-PG_COMPLETED_OVER_TIME = numbered(_COMPLETED_OVER_TIME.format(bucket="floor(terminal_at / ?)"))
 # Terminal jobs per bucket: how many, succeeded, failed, and the nearest-rank p50 and p95 of
 # their known-to-terminal seconds (the smallest value whose rank reaches fraction x count).
 _OUTCOMES_OVER_TIME = """
@@ -65,8 +51,6 @@ SELECT b, count(*), sum(CASE WHEN state = 'succeeded' THEN 1 ELSE 0 END),
        min(CASE WHEN rn >= 0.5 * n THEN s END), min(CASE WHEN rn >= 0.95 * n THEN s END)
 FROM r GROUP BY b ORDER BY b
 """
-OUTCOMES_OVER_TIME = _OUTCOMES_OVER_TIME.format(bucket="CAST(terminal_at / ? AS INTEGER)")
-PG_OUTCOMES_OVER_TIME = numbered(_OUTCOMES_OVER_TIME.format(bucket="floor(terminal_at / ?)"))
 # Errors per bucket and code: failed jobs (when they became terminal, by the code the admin
 # API's stats use) and failed handler attempts (when they ended).
 _ERRORS_OVER_TIME = f"""
@@ -80,12 +64,6 @@ SELECT b, code, count(*) FROM (
 ) AS e WHERE code IS NOT NULL
 GROUP BY b, code ORDER BY b, code
 """  # noqa: S608
-ERRORS_OVER_TIME = _ERRORS_OVER_TIME.format(
-    jobs="CAST(j.terminal_at / ? AS INTEGER)", attempts="CAST(a.ended_at / ? AS INTEGER)"
-)
-PG_ERRORS_OVER_TIME = numbered(
-    _ERRORS_OVER_TIME.format(jobs="floor(j.terminal_at / ?)", attempts="floor(a.ended_at / ?)")
-)
 _DEAD_WHERE = """d.state = 'dead' AND (CAST(? AS TEXT) IS NULL OR d.handler = ?)
   AND (CAST(? AS TEXT) IS NULL OR coalesce(d.error_code, 'unknown') = ?)"""
 DEAD_GROUPS = """
@@ -103,7 +81,7 @@ ORDER BY d.updated_at DESC, d.id DESC LIMIT ?
 
 
 def record_params(finish: Sequence[Any]) -> tuple[Any, ...]:
-    """The attempt's values from ``records.finish_params``' tuple
+    """The attempt's values from ``codec.finish_params``' tuple
     (state, next_attempt_at, error, code, at, finished, dispatch_id, owner)."""
     state, next_at, error, code, at, _, dispatch_id, owner = finish
     outcome = "retry" if state == "pending" else state
@@ -114,80 +92,21 @@ def outcome_bucket(r: Sequence[Any], width: float) -> OutcomeBucket:
     return OutcomeBucket(r[0] * width, r[1], r[2], r[3], r[4], r[5])
 
 
-def _dead_params(handler: str | None, code: str | None, limit: int) -> tuple[Any, ...]:
+def dead_params(handler: str | None, code: str | None, limit: int) -> tuple[Any, ...]:
     return (handler, handler, code, code, limit)
 
 
-def finish_sync(db: sqlite3.Connection, finish_sql: str, finish: Sequence[Any]) -> None:
-    """The attempt's row, then the dispatch's update, in the writer's transaction."""
-    db.execute(RECORD_ATTEMPT, record_params(finish))
-    db.execute(finish_sql, finish)
+def completed_over_time(bucket: str) -> str:
+    """The statement, with ``bucket`` (the dialect's bucket number of ``{}``: a column over
+    the ``width`` parameter, rounded down) filled in."""
+    return _COMPLETED_OVER_TIME.format(bucket=bucket.format("terminal_at"))
 
 
-class SQLiteHistory:
-    """The console's reads through the SQLite store's reader."""
-
-    if TYPE_CHECKING:
-
-        async def _read(self, query: str, params: Sequence[Any] = ()) -> list[Any]: ...
-
-    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
-        return [AttemptRow(*r) for r in await self._read(ATTEMPTS_FOR, (source, job_id))]
-
-    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
-        rows = await self._read(COMPLETED_OVER_TIME, (width, since))
-        return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
-
-    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
-        rows = await self._read(OUTCOMES_OVER_TIME, (width, since))
-        return [outcome_bucket(r, width) for r in rows]
-
-    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
-        rows = await self._read(ERRORS_OVER_TIME, (width, since, width, since))
-        return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
-
-    async def dead_groups(self) -> list[DeadGroup]:
-        return [DeadGroup(*r) for r in await self._read(DEAD_GROUPS)]
-
-    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
-        rows = await self._read(DEAD_LIST, _dead_params(handler, code, limit))
-        return [DeadRow(*r) for r in rows]
+def outcomes_over_time(bucket: str) -> str:
+    return _OUTCOMES_OVER_TIME.format(bucket=bucket.format("terminal_at"))
 
 
-class PostgresHistory:
-    """The console's reads from the shared PostgreSQL store."""
-
-    _db: PgPool
-
-    async def attempts_for(self, source: str, job_id: str) -> list[AttemptRow]:
-        rows = await self._db.fetch(numbered(ATTEMPTS_FOR), source, job_id)
-        return [AttemptRow(*r) for r in rows]
-
-    async def completed_over_time(self, since: float, width: float) -> list[TimeBucket]:
-        rows = await self._db.fetch(PG_COMPLETED_OVER_TIME, width, since)
-        return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
-
-    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
-        rows = await self._db.fetch(PG_OUTCOMES_OVER_TIME, width, since)
-        return [outcome_bucket(r, width) for r in rows]
-
-    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
-        rows = await self._db.fetch(PG_ERRORS_OVER_TIME, width, since, width, since)
-        return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
-
-    async def dead_groups(self) -> list[DeadGroup]:
-        return [DeadGroup(*r) for r in await self._db.fetch(DEAD_GROUPS)]
-
-    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
-        rows = await self._db.fetch(numbered(DEAD_LIST), *_dead_params(handler, code, limit))
-        return [DeadRow(*r) for r in rows]
-
-
-async def pg_finish(db: PgPool, finish_sql: str, finish: Sequence[Any]) -> None:
-    """The attempt's row, then the dispatch's update, in one transaction."""
-
-    async def op(conn: Conn) -> None:
-        await conn.execute(numbered(RECORD_ATTEMPT), *record_params(finish))
-        await conn.execute(finish_sql, *finish)
-
-    await db.transaction(op)
+def errors_over_time(bucket: str) -> str:
+    return _ERRORS_OVER_TIME.format(
+        jobs=bucket.format("j.terminal_at"), attempts=bucket.format("a.ended_at")
+    )

@@ -1,8 +1,9 @@
-"""The SQLite store's admin queries: job listings, deliveries, stats, backlog and retention.
+"""The read queries of the admin API, for both backends: job listings, deliveries, fields,
+stats, backlog and retention.
 
 The SQL sticks to what PostgreSQL also speaks (row-value comparison for the keyset, CASE
-instead of boolean sums), except the metadata lookup, which is ``json_each`` here
-(``metadata ->> key`` there).
+instead of boolean sums), except the metadata lookup: ``METADATA_HOLDS`` is SQLite's
+``json_each``, which the PostgreSQL store swaps for ``metadata ->> key``.
 """
 
 from __future__ import annotations
@@ -11,13 +12,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import TERMINAL_STATES
-from receiver.store import fields, records, sql
+from receiver.store import codec, fields, sql
 from receiver.store.rows import Backlog, DeliveryRow, ErrorCount, JobListing, JobStats
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
-
-    import aiosqlite
 
     from receiver.store.rows import JobFilter, JobKey
 
@@ -179,7 +178,7 @@ def job_clauses(where: JobFilter) -> tuple[list[str], list[Any]]:
 
 
 def listing_row(r: Sequence[Any]) -> JobListing:
-    return JobListing(records.job_row(r[:14]), *r[14:23])
+    return JobListing(codec.job_row(r[:14]), *r[14:23])
 
 
 def delivery_row(r: Sequence[Any]) -> DeliveryRow:
@@ -228,18 +227,19 @@ def nearest_rank(fraction: float, count: int) -> int:
     return max(1, math.ceil(fraction * count))
 
 
-async def purge(db: aiosqlite.Connection, before: float, limit: int) -> tuple[int, list[str]]:
-    """Delete up to ``limit`` delivered jobs with everything they own; return result paths."""
-    rows = list(await db.execute_fetchall(PURGEABLE, (before, before, limit)))
-    keys = [(source, job_id) for source, job_id, _, _ in rows]
-    completions = [(cid,) for _, _, cid, _ in rows if cid is not None]
-    await db.executemany(DELETE_DELIVERIES, keys)
-    await db.executemany(DELETE_DISPATCHES, completions)
-    await db.executemany(DELETE_COMPLETION, completions)
-    await db.executemany(DELETE_JOB, keys)
-    return len(rows), [path for _, _, _, path in rows if path]
-
-
 def forget_results_query(count: int) -> str:
     marks = ",".join("?" * count)
     return f"UPDATE completions SET result_path = NULL WHERE id IN ({marks})"  # noqa: S608
+
+
+def field_names_query(where: JobFilter, limit: int) -> tuple[str, list[Any]]:
+    """The distinct fields of the jobs ``where`` selects, alphabetical, at most ``limit``."""
+    clauses, params = job_clauses(where)
+    if not clauses:
+        return fields.NAMES_OF_ALL, [limit]
+    # The matching completions first, then their fields by primary key: a join driven from
+    # job_fields would look up a job for every field row of the store.
+    query = f"""SELECT DISTINCT field FROM job_fields WHERE completion_id IN (
+        SELECT c.id FROM jobs j JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+        WHERE {" AND ".join(clauses)}) ORDER BY field LIMIT ?"""  # noqa: S608
+    return query, [*params, limit]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from receiver.store import records
-from receiver.store.records import now
+from receiver.store import codec
+from receiver.store.codec import now
 
 
 def _rank(column: str) -> str:
@@ -16,7 +16,7 @@ _FORWARD = f"jobs.terminal_at IS NULL AND {_rank('excluded.state')} >= {_rank('j
 
 # SQLite learns what an INSERT did from its change count (cursor.rowcount, lastrowid): there a
 # RETURNING clause costs a statement ~5 us more, and SQLite's part of a webhook was ~70 us with
-# three of them (a microbenchmark of the statements). PostgreSQL keeps RETURNING (pg_sql).
+# three of them (a microbenchmark of the statements). PostgreSQL keeps RETURNING (``postgres.sql``).
 INSERT_DELIVERY_ROW = """
 INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at)
 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
@@ -122,7 +122,7 @@ UPDATE completions SET last_error = ?, next_attempt_at = ?, lease_owner = NULL, 
 WHERE id = ? AND lease_owner = ?
 """
 
-_DISPATCH_COLUMNS = records.DISPATCH_COLUMNS
+_DISPATCH_COLUMNS = codec.DISPATCH_COLUMNS
 
 # INDEXED BY and CROSS JOIN: SQLite finds dispatches through dispatches_due and keeps them as
 # the outer loop whatever its statistics say. Once a store of a million jobs had been ANALYZEd
@@ -272,7 +272,7 @@ WHERE phase = 'resolving' AND lease_owner = ?
 
 TAKE_BACK_LEASES = "DELETE FROM leases WHERE owner = ?"
 
-# The embedded store's owner proved that no other process uses it (receiver.store.ownership):
+# The embedded store's owner proved that no other process uses it (receiver.store.sqlite.ownership):
 # every claim left in it belongs to a process that is gone.
 TAKE_BACK_ALL = (
     """UPDATE dispatches SET state = 'pending', lease_owner = NULL, lease_until = NULL

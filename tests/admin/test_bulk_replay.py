@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from receiver.cli.main import main
 from receiver.models import Event, State
 from receiver.service.app import create_app
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.adminsupport import AUTH, TOKEN, admin_settings
 from tests.support import live_server, reducto_body, signed_headers
 

@@ -13,7 +13,7 @@ import pytest
 
 from receiver.models import Event, State
 from receiver.service.app import create_app
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.adminsupport import AUTH, admin_settings, deliver
 from tests.support import live_server
 

@@ -17,7 +17,7 @@ from receiver.admin.export import CSV_COLUMNS, PAGE
 from receiver.models import State
 from receiver.service.app import create_app
 from receiver.store import Resolution
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.adminsupport import AUTH, admin_settings, record
 from tests.support import live_server
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from bench.nullstore import NullIngestStore
 from bench.storeprobe import events
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from pathlib import Path

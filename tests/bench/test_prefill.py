@@ -17,8 +17,8 @@ from svix.webhooks import Webhook
 
 from bench import prefill, signing, workload
 from receiver.models import Event, State
-from receiver.store.schema import SQLITE_MIGRATIONS
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
+from receiver.store.sqlite.store import SQLiteStore
 from tests.services import postgres_database
 from tests.support import SECRET
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
-from receiver.store.schema import SQLITE_MIGRATIONS
+from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
 from tests.deploy.conftest import uv
 from tests.deploy.dockerfile import REPO
 from tests.support import SECRET, free_port, reducto_body, signed_headers
@@ -127,7 +127,7 @@ def test_wheel_holds_the_console_assets_templates_and_migrations(dist: Dist) -> 
     for asset in STATIC.iterdir():
         assert f"receiver/console/static/{asset.name}" in names
     assert "receiver/console/templates/login.html" in names
-    assert {"receiver/store/schema.py", "receiver/store/pg_schema.py"} <= names
+    assert {"receiver/store/sqlite/migrations.py", "receiver/store/postgres/migrations.py"} <= names
     assert "jobhook = receiver.cli.main:main" in entry_points
 
 

@@ -187,7 +187,7 @@ async def _poller_parts(tmp_path: Path, sim_url: str, **kw: Any) -> tuple[Any, A
     from receiver.providers.jobapi import JobAPI
     from receiver.providers.ratelimit import RateLimiter
     from receiver.secret import Secret
-    from receiver.store.sqlite import SQLiteStore
+    from receiver.store.sqlite.store import SQLiteStore
 
     settings = poll_settings(tmp_path, "reducto", sim_url)
     store = SQLiteStore(tmp_path / "poll.db")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    from receiver.store.sqlite import SQLiteStore
+    from receiver.store.sqlite.store import SQLiteStore
 
 T0 = 1_800_000_000.0
 NOW = T0 + 10 * DAY

@@ -20,7 +20,7 @@ from receiver.providers.ratelimit import HEADROOM, RateLimiter, default_budget
 from receiver.secret import Secret
 from receiver.sim import Simulator, build_app
 from receiver.sim.clock import ManualClock
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.sim.helpers import API_KEY
 
 if TYPE_CHECKING:

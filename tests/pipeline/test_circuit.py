@@ -16,7 +16,7 @@ from handlers.http import HttpHandler
 from receiver.config.settings import HandlerSettings
 from receiver.pipeline.dispatcher import Dispatcher
 from receiver.pipeline.resolver import Resolver
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.store.test_contract import SOURCE, complete
 from tests.support import free_port, live_server
 

@@ -14,7 +14,7 @@ from receiver.models import ResultRef
 from receiver.pipeline.dispatcher import Dispatcher
 from receiver.pipeline.resolver import Resolver
 from receiver.store.rows import JobFilter
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.store.test_contract import SOURCE, complete
 
 if TYPE_CHECKING:

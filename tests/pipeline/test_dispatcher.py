@@ -13,7 +13,7 @@ from receiver.config.settings import HandlerSettings
 from receiver.errors import RetryableError
 from receiver.pipeline.dispatcher import Dispatcher, default_limit
 from receiver.pipeline.resolver import Resolver
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.store.test_contract import SOURCE, complete
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from receiver.config.settings import HandlerSettings
 from receiver.pipeline.dispatcher import Dispatcher
 from receiver.pipeline.heartbeat import Heartbeat
 from receiver.pipeline.resolver import Resolver
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.store.test_contract import claim_all, complete, states
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from receiver.providers.jobapi import JobAPI
 from receiver.providers.ratelimit import RateLimiter
 from receiver.secret import Secret
 from receiver.sim import Simulator, build_app
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 from tests.support import live_server
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from receiver.store.sqlite import OFFLOAD_AT, SQLiteStore
+from receiver.store.sqlite.store import OFFLOAD_AT, SQLiteStore
 from tests.services import postgres_database
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield sqlite
         await sqlite.close()
         return
-    from receiver.store.postgres import PostgresStore
+    from receiver.store.postgres.store import PostgresStore
 
     async with postgres_database() as url:
         postgres = PostgresStore(url)

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from receiver.models import Event, State
-from receiver.store import checkpoint
-from receiver.store.checkpoint import Checkpointer
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite import checkpoint
+from receiver.store.sqlite.checkpoint import Checkpointer
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,7 +30,7 @@ async def test_the_store_checkpoints_on_its_thread_and_commits_leave_it_to_that(
     await store.open()
     try:
         assert store._db is not None
-        ((pages,),) = await store._db.execute_fetchall("PRAGMA wal_autocheckpoint")
+        ((pages,),) = store._db.execute("PRAGMA wal_autocheckpoint").fetchall()
         assert pages == 16_384  # the writers' backstop, not SQLite's 1,000
         before = store._checkpointer.checkpoints
         await asyncio.gather(*(store.ingest(_event(n), ["files"]) for n in range(300)))

@@ -12,7 +12,7 @@ from receiver.errors import StoreUnavailableError
 from receiver.models import Event, Progress, ResultRef, State
 from receiver.store import Resolution
 from receiver.store.rows import JobFilter
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from receiver.store import DispatchRow, Store
@@ -52,6 +52,19 @@ async def claim_all(store: Store, owner: str, at: float, lease: float = 30) -> l
 
 
 class TestStoreContract:
+    async def test_confirmations_due_counts_completions_waiting_for_their_result_by_source(
+        self, store: Store
+    ) -> None:
+        await complete(store, "job-1", resolve=True)
+        await complete(store, "job-2", resolve=True)
+        await complete(store, "job-3")  # needs no confirmation
+        assert await store.confirmations_due() == {SOURCE: 2}
+
+    async def test_durability_is_nothing_to_add_or_names_its_mode(self, store: Store) -> None:
+        found = await store.durability()
+        modes = {"synchronous", "asynchronous", "single", "unknown"}
+        assert found is None or found["mode"] in modes
+
     async def test_a_new_message_is_accepted_and_a_repeat_is_a_duplicate(
         self, store: Store
     ) -> None:

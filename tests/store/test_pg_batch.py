@@ -1,6 +1,6 @@
-"""The PostgreSQL store's group commit of ingests (receiver.store.pg_batch): batches answer and
-store exactly what one event per transaction would, a bad event fails alone, and replicas
-batching the same jobs side by side neither fail nor complete a job twice."""
+"""The PostgreSQL store's group commit of ingests (receiver.store.postgres.group_commit):
+batches answer and store exactly what one event per transaction would, a bad event fails alone,
+and replicas batching the same jobs side by side neither fail nor complete a job twice."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, IngestResult, Progress, State
-from receiver.store.postgres import PostgresStore
+from receiver.store.postgres.store import PostgresStore
 from tests.services import postgres_database
 
 if TYPE_CHECKING:

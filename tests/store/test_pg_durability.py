@@ -13,8 +13,8 @@ from receiver.config.load import load_settings
 from receiver.errors import ConfigError, StoreUnavailableError
 from receiver.service.app import create_app
 from receiver.service.preflight import store_problems
-from receiver.store.pg_durability import assess
-from receiver.store.postgres import PostgresStore
+from receiver.store.postgres.durability import assess
+from receiver.store.postgres.store import PostgresStore
 from tests.support import SECRET, live_server
 
 if TYPE_CHECKING:

@@ -12,10 +12,11 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 
 from receiver.models import State
-from receiver.store import pg_sql, sql
-from receiver.store.pg_functions import INGEST_BATCH_FUNCTION
-from receiver.store.pg_ingest import Ingest, ingest_one
-from receiver.store.pg_schema import _CREATE_VERSIONS, POSTGRES_MIGRATIONS
+from receiver.store import sql
+from receiver.store.postgres import sql as pg_sql
+from receiver.store.postgres.functions import INGEST_BATCH_FUNCTION
+from receiver.store.postgres.ingest import Ingest, ingest_one
+from receiver.store.postgres.migrations import _CREATE_VERSIONS, POSTGRES_MIGRATIONS
 from tests.store.test_pg_batch import ev, opened
 
 if TYPE_CHECKING:

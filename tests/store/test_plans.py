@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from receiver.store import sql
-from receiver.store.schema import SQLITE_MIGRATIONS
+from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
 
 if TYPE_CHECKING:
     from pathlib import Path

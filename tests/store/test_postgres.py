@@ -14,8 +14,8 @@ from receiver.config.load import load_settings
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, State
 from receiver.service.app import create_app
-from receiver.store.pg_schema import POSTGRES_MIGRATIONS
-from receiver.store.postgres import PostgresStore
+from receiver.store.postgres.migrations import POSTGRES_MIGRATIONS
+from receiver.store.postgres.store import PostgresStore
 from tests.services import POSTGRES_ADMIN_URL
 from tests.support import SECRET, free_port, live_server, reducto_body, signed_headers
 

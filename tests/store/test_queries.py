@@ -15,7 +15,7 @@ from tests.adminsupport import open_store, record
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from receiver.store.sqlite import SQLiteStore
+    from receiver.store.sqlite.store import SQLiteStore
 
 T0 = 1_800_000_000.0
 FAR = T0 + 10**7  # "now" for claims: everything recorded is due

@@ -19,7 +19,7 @@ import pytest
 
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, IngestResult, Progress, ResultRef, State
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -93,7 +93,7 @@ async def test_writes_run_in_a_writer_process_that_is_started_again_when_killed(
         first = store._process.pid
         assert first is not None
         assert first != os.getpid()
-        assert psutil.Process(first).cmdline()[1:3] == ["-m", "receiver.store.writer"]
+        assert psutil.Process(first).cmdline()[1:3] == ["-m", "receiver.store.sqlite.writer"]
         await store.ingest(_event("before"), [])
         os.kill(first, signal.SIGKILL)
         await _wait_until(lambda: not store._process.alive)
@@ -114,7 +114,7 @@ async def test_a_writer_process_dying_mid_batch_fails_the_batch_and_the_next_one
     try:
         await store.ingest(_event("before"), [])
         with pytest.raises(StoreUnavailableError, match="writer process exited"):
-            await store._write_sync(_die)
+            await store._write(_die)
         assert (await store.ingest(_event("before"), [])).status == "duplicate"
         assert (await store.ingest(_event("after"), [])).status == "accepted"
     finally:
@@ -144,7 +144,7 @@ def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
     script = (
         "import asyncio, sys\n"
         "from pathlib import Path\n"
-        "from receiver.store.sqlite import SQLiteStore\n"
+        "from receiver.store.sqlite.store import SQLiteStore\n"
         "async def main():\n"
         f"    store = SQLiteStore(Path({str(tmp_path / 's.db')!r}), offload_at=1)\n"
         "    await store.open()\n"
@@ -201,11 +201,9 @@ def test_events_and_results_travel_to_the_writer_process_whole() -> None:
         assert type(back.state) is State
 
 
-async def test_a_batch_mixing_plain_operations_with_a_replay_commits_on_the_service_side(
-    tmp_path: Path,
-) -> None:
-    """Replay, purge and forget run on the service's own connection: a batch that holds one
-    runs there whole, in one transaction, with the same outcomes."""
+async def test_a_batch_mixing_ingests_with_a_replay_commits_whole(tmp_path: Path) -> None:
+    """Replay, purge and forget are plain operations like the others: a batch that holds one
+    commits in one transaction, with the same outcomes."""
     store = SQLiteStore(tmp_path / "s.db")
     await store.open()
     try:

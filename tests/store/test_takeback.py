@@ -8,8 +8,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from receiver.store.ownership import StoreLock
-from receiver.store.sqlite import SQLiteStore
+from receiver.store.sqlite.ownership import StoreLock
+from receiver.store.sqlite.store import SQLiteStore
 from tests.store.test_contract import claim_all, complete, states
 
 if TYPE_CHECKING:

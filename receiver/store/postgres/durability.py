@@ -18,7 +18,7 @@ import structlog
 from receiver.errors import ConfigError
 
 if TYPE_CHECKING:
-    from receiver.store.pg_pool import Conn
+    from receiver.store.postgres.pool import Conn
 
 log = structlog.get_logger(__name__)
 

@@ -19,8 +19,8 @@ Its first frame says it is ready (``("ok", [])``) or why it could not open the d
 It exits when the socket closes, which is also what happens when its parent dies, and
 ignores SIGINT and SIGTERM: a Ctrl-C or a stop signal reaches the whole process group, and
 the parent still writes while it shuts down. This module imports only what the process needs
-(its parent's end is ``receiver.store.writer_client``): it is the process's whole footprint,
-with the operations it is sent (``receiver.store.sqlite_ops``).
+(its parent's end is ``receiver.store.sqlite.writer_client``): it is the process's whole footprint,
+with the operations it is sent (``receiver.store.sqlite.operations``).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ PRAGMAS = (
     "wal_autocheckpoint=16384",
 )
 """The write connection's settings, the parent's and this process's alike. Checkpoints run on a
-thread of the parent's (``receiver.store.checkpoint``); a commit checkpoints only as a backstop,
-past 16,384 pages of WAL (64 MiB; SQLite's default is 1,000)."""
+thread of the parent's (``receiver.store.sqlite.checkpoint``); a commit checkpoints only as a
+backstop, past 16,384 pages of WAL (64 MiB; SQLite's default is 1,000)."""
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -139,7 +139,7 @@ def serve(fd: int, path: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2 or not args[0].isdigit():
-        print("usage: python -m receiver.store.writer FD DATABASE (started by jobhook)",
+        print("usage: python -m receiver.store.sqlite.writer FD DATABASE (started by jobhook)",
               file=sys.stderr)  # fmt: skip
         return 2
     return serve(int(args[0]), args[1])

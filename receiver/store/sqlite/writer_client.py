@@ -1,4 +1,4 @@
-"""The parent's end of the SQLite writer process (``receiver.store.writer``)."""
+"""The parent's end of the SQLite writer process (``receiver.store.sqlite.writer``)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from receiver.store.writer import HEADER
+from receiver.store.sqlite.writer import HEADER
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from receiver.store.writer import Op, Reply
+    from receiver.store.sqlite.writer import Op, Reply
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
@@ -63,7 +63,7 @@ class WriterProcess:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_ROOT, env.get("PYTHONPATH")]))
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "receiver.store.writer", str(theirs.fileno()),
+                sys.executable, "-m", "receiver.store.sqlite.writer", str(theirs.fileno()),
                 str(self.path), pass_fds=(theirs.fileno(), *self.keep_fds),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
             )  # fmt: skip

@@ -1,9 +1,9 @@
 """PostgreSQL's ingest of webhooks: a batch in one call of ``jobhook_ingest_batch`` (migration
-10, ``pg_functions``), or one event in its own transaction, statement by statement.
+10, ``functions``), or one event in its own transaction, statement by statement.
 
-The batch is what ``receiver.store.pg_batch`` commits; the one-event path is kept for a batch
-that PostgreSQL refused, to find the bad event among its neighbours (and as the reference the
-function follows: the same statements, in the same order, with the same results).
+The batch is what ``receiver.store.postgres.group_commit`` commits; the one-event path is kept
+for a batch that PostgreSQL refused, to find the bad event among its neighbours (and as the
+reference the function follows: the same statements, in the same order, with the same results).
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
-from receiver.store import pg_sql, records, sql
-from receiver.store.pg_pool import affected, text_without_nul
+from receiver.store import codec, sql
+from receiver.store.postgres import sql as pg_sql
+from receiver.store.postgres.pool import affected, text_without_nul
 
 if TYPE_CHECKING:
     import asyncio
     from collections.abc import Sequence
 
     from receiver.models import Event
-    from receiver.store.pg_pool import Conn
+    from receiver.store.postgres.pool import Conn
 
 _n = pg_sql.numbered
 
@@ -33,7 +34,7 @@ SELECT o_status, o_state, o_completed, o_took, o_requeued FROM jobhook_ingest_ba
 """
 
 # Which of job_args' columns are text (the rest: metadata, jsonb, and numbers). asyncpg encodes
-# a text[] without the connection's text codec (pg_pool), so its NUL replacement happens here;
+# a text[] without the connection's text codec (``pool``), so its NUL replacement happens here;
 # jsonb[] elements do go through the jsonb codec.
 _JOB_TEXT = (True, True, True, True, False, True, False, False, False, False, False, False, True)
 
@@ -68,7 +69,7 @@ def batch_args(batch: Sequence[Ingest]) -> list[list[Any]]:
     handlers: list[str] = []
     for item in batch:
         event, at = item.event, item.at
-        for column, value, text in zip(jobs, records.job_args(event, at), _JOB_TEXT, strict=True):
+        for column, value, text in zip(jobs, codec.job_args(event, at), _JOB_TEXT, strict=True):
             column.append(_text(value) if text else value)
         message_ids.append(_text(event.message_id))
         _, _, _, phase, ref, parent = pg_sql.completion_args(event, at, item.resolve)
@@ -103,7 +104,7 @@ async def ingest_one(conn: Conn, item: Ingest) -> IngestResult:
     """Store one event statement by statement, in the transaction ``conn`` is in."""
     event, now = item.event, item.at
     if event.message_id is not None:
-        delivery = records.delivery_params(event, now)
+        delivery = codec.delivery_params(event, now)
         seen = await conn.fetchval(pg_sql.INSERT_DELIVERY, *delivery) is None
         if seen:
             key = (event.source, event.job_id)
@@ -112,7 +113,7 @@ async def ingest_one(conn: Conn, item: Ingest) -> IngestResult:
             return IngestResult(
                 "duplicate", event.job_id, State(state), requeued=affected(requeued)
             )
-    state, took = await conn.fetchrow(pg_sql.UPSERT_JOB, *records.job_args(event, now))
+    state, took = await conn.fetchrow(pg_sql.UPSERT_JOB, *codec.job_args(event, now))
     completed = False
     if event.state.terminal and state == event.state:
         await conn.execute(pg_sql.LOCK_COMPLETIONS_SHARED)

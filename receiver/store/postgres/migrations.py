@@ -11,7 +11,7 @@ from typing import Any
 
 import structlog
 
-from receiver.store.pg_functions import INGEST_BATCH_FUNCTION
+from receiver.store.postgres.functions import INGEST_BATCH_FUNCTION
 
 log = structlog.get_logger(__name__)
 

@@ -1,16 +1,16 @@
-"""PostgreSQL functions the migrations create (``pg_schema``): each text here is a released
+"""PostgreSQL functions the migrations create (``migrations``): each text here is a released
 migration, never to be edited; a change is a new migration that replaces the function."""
 
 from __future__ import annotations
 
-# Migration 10: group commit of ingests (receiver.store.pg_batch). One call runs a batch of
-# events, each with exactly the statements of the one-event path (pg_ingest.ingest_one: pg_sql's
+# Migration 10: group commit of ingests (``group_commit``). One call runs a batch of events,
+# each with exactly the statements of the one-event path (``ingest.ingest_one``: ``sql``'s
 # text with each placeholder an array element, which tests/store/test_pg_batch.py checks; a
 # change there needs a new migration replacing this function), in input order, answering one
 # row per event in that order. The events come as parallel arrays, one element each; their
 # handlers, ragged, as one flat array in event order with each event's count beside it (no
 # separator that a handler's name could contain). The completion-order lock
-# (pg_sql.COMPLETION_ORDER_LOCK) is taken once, up front, when any event is terminal: before
+# (sql.COMPLETION_ORDER_LOCK) is taken once, up front, when any event is terminal: before
 # any row lock, so a stream reader queued for it exclusively never stands between two batches
 # that wait for each other's rows.
 INGEST_BATCH_FUNCTION = """

@@ -1,6 +1,7 @@
 """SQL of the PostgreSQL store: the SQLite statements where both dialects agree, its own elsewhere.
 
-The shared statements (receiver.store.sql and .queries) use ``?`` placeholders; ``numbered``
+The shared statements (``receiver.store.sql``, ``.queries`` and the others beside them) use ``?``
+placeholders; ``numbered``
 turns them into asyncpg's ``$1, $2, ...``. PostgreSQL's own statements are the upserts (jsonb
 metadata), the claims (``FOR UPDATE SKIP LOCKED``, so replicas never lease the same row) and the
 few places where SQLite's functions differ (``max`` of two values, ``json_each``).
@@ -12,7 +13,7 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
-from receiver.store import queries, records, sql
+from receiver.store import circuits, codec, fields, history, queries, reprocesses, sql
 
 if TYPE_CHECKING:
     from receiver.models import Event
@@ -84,7 +85,7 @@ ON CONFLICT (source, job_id) DO NOTHING RETURNING id
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
     phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent,
     resolved_at, resolve_seconds, error_code"""
-_DISPATCH_COLUMNS = records.DISPATCH_COLUMNS
+_DISPATCH_COLUMNS = codec.DISPATCH_COLUMNS
 
 # A CTE with FOR UPDATE is evaluated once; SKIP LOCKED passes over rows another replica is
 # claiming, and a row claimed meanwhile is re-checked against its new lease and left out.
@@ -159,12 +160,42 @@ FORGET_RESULTS = "UPDATE completions SET result_path = NULL WHERE id = ANY($1::b
 _METADATA_HOLDS = "(j.metadata ->> ?) = ?"
 
 
+def with_metadata(query: str) -> str:
+    """A shared read query, numbered, with PostgreSQL's metadata lookup."""
+    return numbered(query.replace(queries.METADATA_HOLDS, _METADATA_HOLDS))
+
+
 def list_jobs_query(where: JobFilter, limit: int, after: JobKey | None) -> tuple[str, list[Any]]:
-    """The SQLite store's keyset listing, with PostgreSQL's metadata lookup."""
+    """The shared keyset listing, with PostgreSQL's metadata lookup."""
     query, params = queries.list_jobs_query(where, limit, after)
-    return numbered(query.replace(queries.METADATA_HOLDS, _METADATA_HOLDS)), params
+    return with_metadata(query), params
+
+
+CIRCUIT_FAILED = numbered(circuits.FAILED)
+CIRCUIT_SUCCEEDED = numbered(circuits.SUCCEEDED)
+TAKE_PROBES = numbered(circuits.TAKE_PROBES)
+CLAIM_PROBE = numbered(
+    circuits.CLAIM_PROBE.replace("LIMIT 1)", "LIMIT 1 FOR UPDATE OF d SKIP LOCKED)")
+)
+NO_PROBE = numbered(circuits.NO_PROBE)
+PROBE_NOW = numbered(circuits.PROBE_NOW)
+PROBE_DUE = numbered(circuits.PROBE_DUE)
+
+RESOLVE_COMPLETION = numbered(sql.RESOLVE_COMPLETION)
+DELETE_FIELDS = numbered(fields.DELETE_FIELDS)
+INSERT_FIELD = numbered(fields.INSERT_FIELD)
+
+CLAIM_REPROCESS = numbered(reprocesses.CLAIM.replace("OR (? AND", "OR (?::boolean AND"))
+FINISH_REPROCESS = numbered(reprocesses.FINISH)
+
+RECORD_ATTEMPT = numbered(history.RECORD_ATTEMPT)
+# A bucket's number: PostgreSQL's CAST rounds, so floor.
+_BUCKET = "floor({} / ?)"
+COMPLETED_OVER_TIME = numbered(history.completed_over_time(_BUCKET))
+OUTCOMES_OVER_TIME = numbered(history.outcomes_over_time(_BUCKET))
+ERRORS_OVER_TIME = numbered(history.errors_over_time(_BUCKET))
 
 
 def completion_args(event: Event, at: float, resolve: bool) -> tuple[Any, ...]:
-    p = records.completion_params(event, at, resolve)
+    p = codec.completion_params(event, at, resolve)
     return (p["source"], p["job_id"], p["now"], p["phase"], p["result_ref"], p["traceparent"])

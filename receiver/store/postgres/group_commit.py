@@ -2,7 +2,7 @@
 
 ``PostgresStore.ingest`` queues its event and waits for its answer. A writer task takes what
 has queued (up to ``BATCH_MAX`` events) and stores it with one call of ``jobhook_ingest_batch``
-in one transaction (``receiver.store.pg_ingest``); up to ``IN_FLIGHT`` batches run at once, on
+in one transaction (``receiver.store.postgres.ingest``); up to ``IN_FLIGHT`` batches run at once, on
 separate pooled connections, so the server commits one while the next is sent. Within a batch
 the events are ordered by (source, job id), stably, so one job's events keep their order and
 concurrent batches (of this replica or another) lock the rows they share in the same order.
@@ -22,15 +22,15 @@ import asyncpg  # type: ignore[import-untyped]
 import structlog
 
 from receiver.errors import StoreUnavailableError
-from receiver.store import records
+from receiver.store import codec
 from receiver.store.batching import take_batch
-from receiver.store.pg_ingest import Ingest, ingest_batch, ingest_one
+from receiver.store.postgres.ingest import Ingest, ingest_batch, ingest_one
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event, IngestResult
-    from receiver.store.pg_pool import PgPool
+    from receiver.store.postgres.pool import PgPool
 
 log = structlog.get_logger(__name__)
 BATCH_MAX = 64
@@ -78,7 +78,7 @@ class PgGroupCommit:
         if not self.running:
             raise StoreUnavailableError("the store is not open")
         future: asyncio.Future[IngestResult] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(Ingest(event, handlers, resolve, records.now(), future))
+        self._queue.put_nowait(Ingest(event, handlers, resolve, codec.now(), future))
         return await future
 
     async def _run(self) -> None:
@@ -143,7 +143,7 @@ class PgGroupCommit:
         """Store one event in its own transaction, statement by statement, not queued: the
         path a refused batch falls back to (tests compare the batches with it)."""
         loop = asyncio.get_running_loop()
-        item = Ingest(event, handlers, resolve, records.now(), loop.create_future())
+        item = Ingest(event, handlers, resolve, codec.now(), loop.create_future())
         return await self._db.transaction(functools.partial(ingest_one, item=item))
 
 

@@ -2,9 +2,9 @@
 
 Every write is an operation queued to the writer task, which runs whatever has queued up in one
 transaction and one fsync (group commit), so many concurrent webhooks share a commit. A big
-batch runs in a writer process (``receiver.store.writer``), off the event loop's core; a small
-one here (``_commit_sync``). The store (``receiver.store.sqlite``) owns the connection and the
-process and hands both to ``GroupCommit``.
+batch runs in a writer process (``receiver.store.sqlite.writer``), off the event loop's core;
+a small one here (``_run_here``). The store (``receiver.store.sqlite.store``) owns the
+connection, the thread it belongs to and the process, and hands them to ``GroupCommit``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pickle
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,32 +20,28 @@ import structlog
 
 from receiver.errors import JobhookError, StoreUnavailableError
 from receiver.store.batching import take_batch
-from receiver.store.write_gate import WriteGate
-from receiver.store.writer_client import encode
+from receiver.store.sqlite.writer_client import encode
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable, Iterator
+    from concurrent.futures import Executor
     from contextlib import AbstractContextManager
 
-    import aiosqlite
-
-    from receiver.store.writer import Op, Reply
-    from receiver.store.writer_client import WriterProcess
+    from receiver.store.sqlite.writer import Op, Reply
+    from receiver.store.sqlite.writer_client import WriterProcess
 
 T = TypeVar("T")
 OFFLOAD_AT = 4
-"""Batches of this many plain operations or more run in the writer process (``_commit_sync``)."""
+"""Batches of this many operations or more run in the writer process (``_commit``)."""
 log = structlog.get_logger(__name__)
 
 
 @dataclass(slots=True)
 class _Write:
-    fn: Callable[[aiosqlite.Connection], Awaitable[Any]]
+    op: Op
+    """A module-level function and its arguments, run as ``fn(connection, *args)``."""
     future: asyncio.Future[Any]
-    sync: Op | None = None
-    """The same operation as a plain function and its arguments: a batch made only of these
-    runs in the writer process (``_commit_sync``)."""
 
 
 class GroupCommit:
@@ -55,7 +52,8 @@ class GroupCommit:
         self._process = process
         self._batch_max = batch_max
         self._offload_at = offload_at
-        self._db: aiosqlite.Connection | None = None
+        self._db: sqlite3.Connection | None = None
+        self._thread: Executor | None = None
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._gate = WriteGate()
@@ -70,9 +68,10 @@ class GroupCommit:
     def running(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    def start(self, db: aiosqlite.Connection) -> None:
-        """Start the writer task on ``db``, the write connection (opened, migrated)."""
-        self._db = db
+    def start(self, db: sqlite3.Connection, thread: Executor) -> None:
+        """Start the writer task on ``db``, the write connection (opened, migrated), whose
+        COMMITs run on ``thread`` (one thread: the store's, where it opened ``db``)."""
+        self._db, self._thread = db, thread
         self._task = asyncio.create_task(self._run(), name="sqlite-writer")
 
     async def stop(self) -> None:
@@ -81,24 +80,12 @@ class GroupCommit:
             self._queue.put_nowait(None)
             await self._task
             self._task = None
-        self._db = None
+        self._db = self._thread = None
 
-    async def write(self, fn: Callable[[aiosqlite.Connection], Awaitable[T]]) -> T:
-        return await self._enqueue(fn, None)
-
-    async def write_sync(self, fn: Callable[..., T], *args: Any) -> T:
-        """``write`` for ``fn(connection, *args)``: a module-level function (it travels to
-        the writer process by name) of picklable arguments (``receiver.store.sqlite_ops``)."""
-
-        async def hop(db: aiosqlite.Connection) -> T:
-            return await _on_thread(db, fn, *args)
-
-        return await self._enqueue(hop, (fn, args))
-
-    def _enqueue(
-        self, fn: Callable[[aiosqlite.Connection], Awaitable[T]], sync: Op | None
-    ) -> asyncio.Future[T]:
-        """Queue one operation for the writer; its future is set once its batch commits.
+    async def write(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(connection, *args)`` in the next batch's transaction; its result once that
+        commits. ``fn`` is a module-level function (it travels to the writer process by name)
+        of picklable arguments (``receiver.store.sqlite.operations``).
 
         A caller that is cancelled while waiting does not cancel the write (the writer checks
         each future before setting it), so no shield is needed: one future per operation.
@@ -106,8 +93,8 @@ class GroupCommit:
         if self._task is None or self._task.done():
             raise StoreUnavailableError("the store is not open")
         future: asyncio.Future[T] = self._task.get_loop().create_future()
-        self._queue.put_nowait(_Write(fn, future, sync))
-        return future
+        self._queue.put_nowait(_Write((fn, args), future))
+        return await future
 
     async def _run(self) -> None:
         stopping = False
@@ -123,46 +110,16 @@ class GroupCommit:
                 self._gate.leave()
 
     async def _commit(self, batch: list[_Write]) -> None:
-        assert self._db is not None
-        db = self._db
-        if all(op.sync is not None for op in batch):
-            await self._commit_sync(batch)
-            return
-        results: list[Any] = []
-        current: _Write | None = None
-        try:
-            await db.execute("BEGIN IMMEDIATE")
-            for op in batch:
-                current = op
-                results.append(await op.fn(db))
-            current = None
-            await db.execute("COMMIT")
-        except Exception as exc:
-            with contextlib.suppress(Exception):
-                await db.execute("ROLLBACK")
-            if current is not None and len(batch) > 1:
-                # One bad operation must not fail its neighbours: fail it, commit the rest.
-                _fail([current], exc)
-                await self._commit([op for op in batch if op is not current])
-                return
-            # BEGIN or COMMIT failed (locked, disk full, read-only): nothing was stored.
-            _fail(batch, exc)
-            return
-        for op, result in zip(batch, results, strict=True):
-            if not op.future.done():
-                op.future.set_result(result)
-
-    async def _commit_sync(self, batch: list[_Write]) -> None:
-        """``_commit`` for a batch of plain operations, with the same outcomes: one bad
-        operation fails alone and the rest commit; a failed BEGIN or COMMIT fails them all.
+        """Commit ``batch`` in one transaction: one bad operation fails alone and the rest
+        commit; a failed BEGIN or COMMIT fails them all.
 
         A batch of ``offload_at`` operations or more runs in the writer process, off the event
         loop's core: batches that big mean webhooks are queueing for the loop (bench ingest at
         saturation: 16-32 a batch). A smaller one runs here, its statements on the loop's
-        thread and only COMMIT (the fsync) on the SQLite thread: sparse writes (a poller's, a
+        thread and only COMMIT (the fsync) on the store's thread: sparse writes (a poller's, a
         quiet service's) cost less that way than a trip to another process and back, which
         also wakes a process whose caches have gone cold (bench poller: 4.6 % of a core
-        against 5.7 % with every batch sent there). Run on the SQLite thread, every statement
+        against 5.7 % with every batch sent there). Run on another thread, every statement
         would release the GIL inside SQLite and then wait for the loop's thread to hand it
         back: a 16-webhook batch took 3.7 ms that way, for 0.6 ms of work.
         """
@@ -187,26 +144,25 @@ class GroupCommit:
         _fail(batch, error)
 
     async def _run_here(self, batch: list[_Write]) -> Reply:
-        """The batch's statements on the loop's thread, its COMMIT on the SQLite thread."""
+        """The batch's statements on the loop's thread, its COMMIT on the store's thread."""
         assert self._db is not None
-        db = self._db
-        conn = db._conn
+        conn = self._db
         try:
             conn.execute("BEGIN IMMEDIATE")
         except Exception as exc:
             return ("failed", None, exc)
         results: list[Any] = []
         try:
-            for op in batch:
-                assert op.sync is not None
-                fn, args = op.sync
+            for write in batch:
+                fn, args = write.op
                 results.append(fn(conn, *args))
         except Exception as exc:
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
             return ("failed", len(results), exc)
         try:
-            await _on_thread(db, _finish_batch)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._thread, _finish_batch, conn)
         except Exception as exc:  # COMMIT failed (rolled back), or the connection is gone
             return ("failed", None, exc)
         return ("ok", results)
@@ -216,7 +172,7 @@ class GroupCommit:
         process that dies with the batch fails it all (nothing was acknowledged, so the
         webhooks are sent again), and the next batch starts a new process."""
         try:
-            data = encode([op.sync for op in batch if op.sync is not None])
+            data = encode([write.op for write in batch])
         except Exception as exc:
             # Nothing was sent: fail what does not pickle, commit the rest.
             rest = _fail_unpicklable(batch, exc)
@@ -249,7 +205,7 @@ def _fail_unpicklable(batch: list[_Write], exc: Exception) -> list[_Write]:
     rest = []
     for op in batch:
         try:
-            pickle.dumps(op.sync, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dumps(op.op, protocol=pickle.HIGHEST_PROTOCOL)
         except Exception:
             _fail([op], exc)
         else:
@@ -258,7 +214,7 @@ def _fail_unpicklable(batch: list[_Write], exc: Exception) -> list[_Write]:
 
 
 def _finish_batch(db: sqlite3.Connection) -> None:
-    """On the SQLite thread: COMMIT what ``_run_here`` began (rolled back when it fails)."""
+    """On the store's thread: COMMIT what ``_run_here`` began (rolled back when it fails)."""
     try:
         db.execute("COMMIT")
     except Exception:
@@ -267,11 +223,53 @@ def _finish_batch(db: sqlite3.Connection) -> None:
         raise
 
 
-async def _on_thread(db: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(connection, *args)`` on aiosqlite's thread, the one its connection belongs to.
+class WriteGate:
+    """Lets another thread hold the writes between two batches, briefly: open unless a thread
+    holds it; the group commit passes it before every batch.
 
-    Through aiosqlite's ``_execute`` (the version is pinned): its public calls make one trip
-    per statement, and a trip is the cost that group commit is there to share.
+    The checkpoint thread (``receiver.store.sqlite.checkpoint``) starts the WAL over by copying
+    its last frames while no commit lands. It waits for the batch in flight, never for the
+    event loop's other work, and gives up after a timeout.
     """
-    result: T = await db._execute(fn, db._conn, *args)  # type: ignore[no-untyped-call]
-    return result
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self._busy = False
+        self._quiet: threading.Event | None = None
+
+    async def enter(self) -> None:
+        """Before a batch (on the loop): wait while the gate is held."""
+        if not self._open.is_set():
+            await self._open.wait()
+        self._busy = True
+
+    def leave(self) -> None:
+        """After a batch (on the loop): a thread waiting to hold the gate may go on."""
+        self._busy = False
+        if not self._open.is_set() and self._quiet is not None:
+            self._quiet.set()
+
+    @contextlib.contextmanager
+    def held(self, loop: asyncio.AbstractEventLoop | None, timeout: float) -> Iterator[bool]:
+        """From another thread: no batch starts while inside. True once the batch in flight
+        (if any) has committed; False when that took over ``timeout`` or ``loop`` is gone."""
+        quiet = threading.Event()
+        try:
+            if loop is None:
+                raise RuntimeError("no loop")
+            loop.call_soon_threadsafe(self._close, quiet)
+        except RuntimeError:  # the store is closed, or closing
+            yield False
+            return
+        try:
+            yield quiet.wait(timeout)
+        finally:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._open.set)
+
+    def _close(self, quiet: threading.Event) -> None:
+        self._open.clear()
+        self._quiet = quiet
+        if not self._busy:
+            quiet.set()

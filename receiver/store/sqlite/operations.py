@@ -1,7 +1,7 @@
 """The SQLite store's write operations, as plain functions of a ``sqlite3`` connection.
 
 Each is ``op(conn, *args)``, defined at module level so that it travels to the writer process
-(``receiver.store.writer``) by name: this module and what it imports are all that process
+(``receiver.store.sqlite.writer``) by name: this module and what it imports are all that process
 loads. Arguments and results are picklable; an operation that only changes rows returns None
 or a count, never a cursor.
 """
@@ -12,11 +12,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
-from receiver.store import circuits, records, sql
+from receiver.store import circuits, codec, fields, history, queries, reprocesses, sql
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from receiver.models import Event
     from receiver.store.rows import CompletionRow, DispatchRow
@@ -29,14 +29,14 @@ def ingest(
     dispatches when the event finishes the job."""
     if (
         event.message_id is not None
-        and not db.execute(sql.INSERT_DELIVERY_ROW, records.delivery_params(event, now)).rowcount
+        and not db.execute(sql.INSERT_DELIVERY_ROW, codec.delivery_params(event, now)).rowcount
     ):
         cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
         (known,) = db.execute(
             "SELECT state FROM jobs WHERE source = ? AND job_id = ?", (event.source, event.job_id)
         ).fetchone()
         return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
-    args = records.job_args(event, now)
+    args = codec.job_args(event, now)
     new_job = bool(db.execute(sql.INSERT_NEW_JOB, args).rowcount)
     took: float | None = 0.0 if event.state.terminal else None
     if new_job:
@@ -46,14 +46,14 @@ def ingest(
     completed = False
     if event.state.terminal and state == event.state:
         if new_job:
-            extra = records.completion_phase(event, resolve)
+            extra = codec.completion_phase(event, resolve)
             created = db.execute(
                 sql.INSERT_NEW_COMPLETION,
                 (*args[:7], *extra, event.error_code, event.traceparent),
             )
         else:
             created = db.execute(
-                sql.INSERT_COMPLETION, records.completion_params(event, now, resolve)
+                sql.INSERT_COMPLETION, codec.completion_params(event, now, resolve)
             )
         if created.rowcount:
             completed = True
@@ -77,23 +77,23 @@ def claim_completions(
     db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
 ) -> list[CompletionRow]:
     rows = db.execute(sql.CLAIM_COMPLETIONS, (owner, until, now, now, limit)).fetchall()
-    return [records.completion_row(r) for r in rows]
+    return [codec.completion_row(r) for r in rows]
 
 
 def claim_dispatches(
     db: sqlite3.Connection, owner: str, limit: int, until: float, now: float, busy: tuple[str, ...]
 ) -> list[tuple[DispatchRow, CompletionRow]]:
-    claimed = circuits.probes_sync(db, owner, until, now, busy)
+    claimed = _probes(db, owner, until, now, busy)
     left = max(limit - len(claimed), 0)
     params = (owner, until, now, now, now, json.dumps(busy), left)
     rows = db.execute(sql.CLAIM_DISPATCHES, params).fetchall()
-    claimed += [records.dispatch_row(r) for r in rows]
+    claimed += [codec.dispatch_row(r) for r in rows]
     if not claimed:
         return []
     ids = sorted({d.completion_id for d in claimed})
     marks = ",".join("?" * len(ids))
     comps = db.execute(f"{sql.SELECT_COMPLETION} WHERE id IN ({marks})", ids).fetchall()
-    by_id = {c.id: c for c in map(records.completion_row, comps)}
+    by_id = {c.id: c for c in map(codec.completion_row, comps)}
     return [(d, by_id[d.completion_id]) for d in claimed]
 
 
@@ -129,3 +129,69 @@ def take_back_stale(db: sqlite3.Connection, stale_before: float) -> int:
         freed += db.execute(sql.TAKE_BACK_COMPLETIONS, (owner,)).rowcount
         db.execute(sql.TAKE_BACK_LEASES, (owner,))
     return freed
+
+
+def finish_dispatch(db: sqlite3.Connection, finish: Sequence[Any]) -> None:
+    """The attempt's row (``history.record_params``), then the dispatch's update."""
+    db.execute(history.RECORD_ATTEMPT, history.record_params(finish))
+    db.execute(sql.FINISH_DISPATCH, finish)
+
+
+def resolve_completion(
+    db: sqlite3.Connection,
+    params: Sequence[Any],
+    completion_id: int,
+    rows: Sequence[tuple[Any, ...]],
+) -> bool:
+    """The resolution, then (if the lease was still ours) the fields it found; False when the
+    lease was lost and nothing was stored."""
+    if not db.execute(sql.RESOLVE_COMPLETION, params).rowcount:
+        return False
+    if rows:
+        db.execute(fields.DELETE_FIELDS, (completion_id,))
+        db.executemany(fields.INSERT_FIELD, rows)
+    return True
+
+
+def circuit_failed(db: sqlite3.Connection, params: Sequence[Any]) -> str:
+    state: str = db.execute(circuits.FAILED, params).fetchone()[0]
+    return state
+
+
+def circuit_probe_now(db: sqlite3.Connection, handler: str, now: float) -> None:
+    db.execute(circuits.PROBE_DUE, (now, handler, now, handler))
+    db.execute(circuits.PROBE_NOW, (now, now, handler, now))
+
+
+def _probes(
+    db: sqlite3.Connection, owner: str, until: float, now: float, busy: Collection[str] = ()
+) -> list[DispatchRow]:
+    """Take the probes that are due: one dispatch per probing handler; a ``busy`` handler's
+    probe waits, its circuit open, until the handler has a free slot."""
+    claimed: list[DispatchRow] = []
+    for (handler,) in db.execute(circuits.TAKE_PROBES, (until, now, now)).fetchall():
+        row = None
+        if handler not in busy:
+            params = (owner, until, now, handler, now, now)
+            row = db.execute(circuits.CLAIM_PROBE, params).fetchone()
+        if row is None:
+            db.execute(circuits.NO_PROBE, (handler, now, handler))
+        else:
+            claimed.append(codec.dispatch_row(row))
+    return claimed
+
+
+def claim_reprocess(db: sqlite3.Connection, params: Sequence[Any]) -> bool:
+    return db.execute(reprocesses.CLAIM, params).fetchone() is not None
+
+
+def purge(db: sqlite3.Connection, before: float, limit: int) -> tuple[int, list[str]]:
+    """Delete up to ``limit`` delivered jobs with everything they own; return result paths."""
+    rows = db.execute(queries.PURGEABLE, (before, before, limit)).fetchall()
+    keys = [(source, job_id) for source, job_id, _, _ in rows]
+    completions = [(cid,) for _, _, cid, _ in rows if cid is not None]
+    db.executemany(queries.DELETE_DELIVERIES, keys)
+    db.executemany(queries.DELETE_DISPATCHES, completions)
+    db.executemany(queries.DELETE_COMPLETION, completions)
+    db.executemany(queries.DELETE_JOB, keys)
+    return len(rows), [path for _, _, _, path in rows if path]
