@@ -15,9 +15,6 @@ import structlog
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from receiver.admin import bulk, export, longpoll, reprocess, sse, status
-from receiver.admin import jobs as jobroutes
-
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -69,6 +66,10 @@ def admin_routes(token: Secret | None) -> list[Route]:
     """
     if token is None:
         return []
+    # Imported only when mounted: a service without a token never loads what they need.
+    from receiver.admin import bulk, export, longpoll, reprocess, sse, status
+    from receiver.admin import jobs as jobroutes
+
     table: list[tuple[str, Endpoint, str]] = [
         ("/jobs", jobroutes.list_jobs, "GET"),
         ("/jobs", jobroutes.track_job, "POST"),

@@ -8,8 +8,6 @@ from starlette.middleware import Middleware
 from starlette.responses import PlainTextResponse, RedirectResponse
 from starlette.routing import Mount, Route
 
-from receiver.console import auth, dead, live, overview, pages, web
-
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
@@ -34,6 +32,9 @@ def console_routes(token: Secret | None) -> list[Mount]:
     without ``server.admin_token``."""
     if token is None:
         return []
+    # Imported only when mounted: a service without a token never loads the pages.
+    from receiver.console import auth, dead, live, overview, pages, web
+
     routes = [
         Route("/", web.guarded(_home), methods=["GET"], name="console_home"),
         Route("/login", auth.login_page, methods=["GET"]),

@@ -25,7 +25,6 @@ from receiver.ops import tracing as ops_tracing
 from receiver.ops.log import SINK
 from receiver.ops.metrics import Metrics, metrics_endpoint
 from receiver.providers import get_provider
-from receiver.service.openapi import openapi_endpoint
 from receiver.service.runtime import Runtime, load_handlers
 from receiver.signatures import build_verifier
 from receiver.signatures.sns import SnsVerifier
@@ -273,7 +272,7 @@ def create_app(
             Route("/healthz", health.healthz, methods=["GET"]),
             Route("/readyz", health.readyz, methods=["GET"]),
             Route("/metrics", metrics_endpoint, methods=["GET"]),
-            Route("/openapi.json", openapi_endpoint, methods=["GET"]),
+            Route("/openapi.json", _openapi, methods=["GET"]),
             *admin,
             *console_routes(settings.server.admin_token),
         ],
@@ -290,6 +289,14 @@ def create_app(
         app.state.admin_token = settings.server.admin_token
         app.state.console_sessions = Sessions(settings.server.admin_token)
     return app
+
+
+async def _openapi(request: Request) -> Response:
+    """``GET /openapi.json``; its module (the admin's request models and their schemas) is
+    loaded at the first request, not by every service that never asks."""
+    from receiver.service.openapi import openapi_endpoint
+
+    return await openapi_endpoint(request)
 
 
 def _start_reloading(app: Starlette) -> tuple[asyncio.Event, asyncio.Task[None]] | None:

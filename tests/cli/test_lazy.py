@@ -57,7 +57,8 @@ def test_every_job_command_is_listed_lazily_under_its_own_name() -> None:
 
 def test_the_service_loads_no_jinja2_until_a_console_page_is_shown() -> None:
     code = (
-        "import json, sys, receiver.cli.main, receiver.service.serve, receiver.console.routes; "
+        "import json, sys, receiver.cli.main, receiver.service.serve, receiver.console.routes, "
+        "receiver.console.web; "
         "print(json.dumps(sorted(sys.modules)))"
     )
     proc = subprocess.run(
