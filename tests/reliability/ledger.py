@@ -156,6 +156,8 @@ class Downstream:
         body, more = b"", True
         while more:
             message = await receive()
+            if message["type"] == "http.disconnect":  # the sending replica was killed
+                return
             body += message.get("body", b"")
             more = message.get("more_body", False)
         self.in_flight += 1

@@ -20,11 +20,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 SHORT = Plan(kills=5, rate=50, uptime=(1.0, 3.0), seed=11)
-LONG = Plan(kills=200, rate=50, uptime=(0.5, 2.5), seed=5, log_level="warning")
+# Two hundred kills leave a backlog of deliveries that takes minutes to drain once they stop.
+LONG = Plan(kills=200, rate=50, uptime=(0.5, 2.5), seed=5, log_level="warning", drain_timeout=900)
 REPLICAS_SHORT = Plan(kills=5, rate=10, uptime=(0.3, 1.0), startup_kills=0.5, seed=12, replicas=3,
                       drain_timeout=40)  # fmt: skip
 REPLICAS_LONG = Plan(kills=200, rate=50, uptime=(0.5, 2.5), seed=6, replicas=3,
-                     log_level="warning")  # fmt: skip
+                     log_level="warning", drain_timeout=900)  # fmt: skip
 
 
 async def _check_ledger(
