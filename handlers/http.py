@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import httpx
 import structlog
 from pydantic import BeforeValidator, field_validator
-from svix.webhooks import Webhook
+
+# svix.webhooks.Webhook only delegates to standardwebhooks' Webhook (svix's own dependency);
+# importing it runs svix/__init__, which loads svix's whole REST API client (~0.4 s of every
+# start) for nothing sent here. receiver/signatures/svix.py imports the same class for the same
+# reason; tests/handlers/test_http.py checks the signature with svix's own verifier.
+from standardwebhooks.webhooks import Webhook
 
 from handlers.options import SECRET_TABLE, HandlerOptions, Seconds, SecretText
 from receiver import tracing

@@ -67,3 +67,15 @@ def test_the_service_loads_no_jinja2_until_a_console_page_is_shown() -> None:
     loaded = set(json.loads(proc.stdout))
     assert "receiver.console.web" in loaded
     assert [name for name in loaded if name.split(".")[0] == "jinja2"] == []
+
+
+def test_the_http_handler_signs_without_loading_svixs_api_client() -> None:
+    # svix/__init__ loads svix's whole REST API client (~0.4 s of every start); the handler
+    # signs with the standardwebhooks class svix.webhooks only delegates to.
+    code = "import json, sys, handlers.http; print(json.dumps(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = set(json.loads(proc.stdout))
+    assert "standardwebhooks.webhooks" in loaded
+    assert "svix" not in loaded
