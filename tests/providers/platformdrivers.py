@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from receiver.models import State
 from receiver.providers import get_provider
@@ -25,9 +25,12 @@ from receiver.sim.unstructured import UnstructuredJob, UnstructuredSim
 from tests.providers.simdriver import served_in_thread
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from receiver.sim.polled import PolledSim
+
+_S = TypeVar("_S", bound="PolledSim")
+_D = TypeVar("_D", bound="PolledDriver")
 
 DURATION = 1_000.0
 """Simulated seconds a job runs: far longer than any wait in the suite."""
@@ -179,36 +182,28 @@ class LlamaParseDriver(PolledDriver):
 
 
 @contextlib.contextmanager
-def unstructured_driver() -> Iterator[UnstructuredDriver]:
+def _polled_driver(
+    name: str, make_sim: Callable[..., _S], make_driver: Callable[[_S, ManualClock, str], _D]
+) -> Iterator[_D]:
+    """A polled platform's simulator on its manual clock, served on loopback, and its driver."""
     clock = ManualClock()
-    sim = UnstructuredSim(api_key="contract-unstructured-key", duration=DURATION, clock=clock.time)
+    sim = make_sim(api_key=f"contract-{name}-key", duration=DURATION, clock=clock.time)
     with served_in_thread(sim.app()) as url:
         sim.public_url = url
-        yield UnstructuredDriver(sim, clock, url)
+        yield make_driver(sim, clock, url)
 
 
-@contextlib.contextmanager
-def landingai_driver() -> Iterator[LandingAIDriver]:
-    clock = ManualClock()
-    sim = LandingAISim(api_key="contract-landingai-key", duration=DURATION, clock=clock.time)
-    with served_in_thread(sim.app()) as url:
-        sim.public_url = url
-        yield LandingAIDriver(sim, clock, url)
+def unstructured_driver() -> contextlib.AbstractContextManager[UnstructuredDriver]:
+    return _polled_driver("unstructured", UnstructuredSim, UnstructuredDriver)
 
 
-@contextlib.contextmanager
-def mistral_driver() -> Iterator[MistralDriver]:
-    clock = ManualClock()
-    sim = MistralSim(api_key="contract-mistral-key", duration=DURATION, clock=clock.time)
-    with served_in_thread(sim.app()) as url:
-        sim.public_url = url
-        yield MistralDriver(sim, clock, url)
+def landingai_driver() -> contextlib.AbstractContextManager[LandingAIDriver]:
+    return _polled_driver("landingai", LandingAISim, LandingAIDriver)
 
 
-@contextlib.contextmanager
-def llamaparse_driver() -> Iterator[LlamaParseDriver]:
-    clock = ManualClock()
-    sim = LlamaParseSim(api_key="contract-llamaparse-key", duration=DURATION, clock=clock.time)
-    with served_in_thread(sim.app()) as url:
-        sim.public_url = url
-        yield LlamaParseDriver(sim, clock, url)
+def mistral_driver() -> contextlib.AbstractContextManager[MistralDriver]:
+    return _polled_driver("mistral", MistralSim, MistralDriver)
+
+
+def llamaparse_driver() -> contextlib.AbstractContextManager[LlamaParseDriver]:
+    return _polled_driver("llamaparse", LlamaParseSim, LlamaParseDriver)
