@@ -38,7 +38,7 @@ def _selection(f: ReplayFilter, columns: str) -> tuple[str, list[Any]]:
             params.append(value)
     query = f"""SELECT {columns} FROM dispatches d
     JOIN completions c ON c.id = d.completion_id
-    JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+    JOIN jobs j ON j.id = c.job
     WHERE {" AND ".join(clauses)}"""  # noqa: S608
     return query, params
 

@@ -26,7 +26,8 @@ def now() -> float:
     return time.time()
 
 
-def delivery_params(event: Event, at: float) -> tuple[Any, ...]:
+def delivery_params(event: Event, at: float, job: int | None) -> tuple[Any, ...]:
+    """INSERT_DELIVERY_ROW's values; ``job`` is jobhook's id of the event's job."""
     return (
         event.source,
         event.message_id,
@@ -34,6 +35,7 @@ def delivery_params(event: Event, at: float) -> tuple[Any, ...]:
         event.state.value,
         event.provider_status,
         at,
+        job,
     )
 
 
@@ -70,9 +72,10 @@ def completion_phase(event: Event, resolve: bool) -> tuple[str, str | None]:
     return ("resolving" if resolve else "ready"), result_ref
 
 
-def completion_params(event: Event, at: float, resolve: bool) -> dict[str, Any]:
+def completion_params(event: Event, at: float, resolve: bool, job: int) -> dict[str, Any]:
     phase, result_ref = completion_phase(event, resolve)
     return {
+        "job": job,
         "source": event.source,
         "job_id": event.job_id,
         "now": at,

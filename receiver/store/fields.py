@@ -27,7 +27,7 @@ NAMES_OF_ALL = "SELECT DISTINCT field FROM job_fields ORDER BY field LIMIT ?"
 INSERT_FIELD = """
 INSERT INTO job_fields (completion_id, field, source, created_at, confidence, value)
 SELECT c.id, ?, c.source, j.created_at, ?, ?
-FROM completions c JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+FROM completions c JOIN jobs j ON j.id = c.job
 WHERE c.id = ?
 ON CONFLICT (completion_id, field) DO UPDATE
 SET confidence = excluded.confidence, value = excluded.value
@@ -37,7 +37,7 @@ DELETE_FIELDS = "DELETE FROM job_fields WHERE completion_id = ?"
 
 AVG_CONFIDENCE = """
 SELECT avg(c.confidence) FROM jobs j
-JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+JOIN completions c ON c.job = j.id
 WHERE j.created_at >= ? AND c.confidence IS NOT NULL
 """
 

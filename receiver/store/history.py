@@ -26,7 +26,8 @@ ATTEMPTS_FOR = """
 SELECT d.handler, a.attempt, a.outcome, a.error, a.error_code, a.next_attempt_at, a.ended_at
 FROM attempts a JOIN dispatches d ON d.id = a.dispatch_id
 JOIN completions c ON c.id = d.completion_id
-WHERE c.source = ? AND c.job_id = ? ORDER BY a.ended_at, a.id
+WHERE c.job = (SELECT id FROM jobs WHERE source = ? AND job_id = ?)
+ORDER BY a.ended_at, a.id
 """
 # Terminal jobs per bucket of ``width`` seconds: how many, and created-to-terminal seconds.
 _COMPLETED_OVER_TIME = """
@@ -56,7 +57,7 @@ FROM r GROUP BY b ORDER BY b
 _ERRORS_OVER_TIME = f"""
 SELECT b, code, count(*) FROM (
     SELECT {{jobs}} AS b, {FAILURE_CODE} AS code
-    FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+    FROM jobs j LEFT JOIN completions c ON c.job = j.id
     WHERE j.terminal_at IS NOT NULL AND j.terminal_at >= ?
     UNION ALL
     SELECT {{attempts}}, coalesce(a.error_code, 'unknown') FROM attempts a

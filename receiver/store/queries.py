@@ -38,13 +38,13 @@ SELECT j.source, j.job_id, j.state, j.provider_status, j.metadata, j.created_at,
        c.phase, c.confidence, c.result_path, c.result_sha256, c.result_bytes,
        coalesce(j.error_code, c.error_code), {FAILURE_CODE}, {FAILURE_WHERE},
        coalesce(c.error, j.error)
-FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+FROM jobs j LEFT JOIN completions c ON c.job = j.id
 """  # noqa: S608
 
-SELECT_DELIVERIES = """
+SELECT_DELIVERIES = f"""
 SELECT message_id, state, provider_status, received_at FROM deliveries
-WHERE source = ? AND job_id = ? ORDER BY received_at, message_id
-"""
+WHERE job = {sql.JOB_KEY} ORDER BY received_at, message_id
+"""  # noqa: S608
 
 _STATES_BY_SOURCE = """
 SELECT state, source, count(*) FROM jobs WHERE created_at >= ? GROUP BY state, source
@@ -64,7 +64,7 @@ SELECT d.handler,
                 THEN 1 ELSE 0 END)
 FROM dispatches d
 JOIN completions c ON c.id = d.completion_id
-JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+JOIN jobs j ON j.id = c.job
 WHERE j.created_at >= ?
 GROUP BY d.handler ORDER BY d.handler
 """
@@ -73,13 +73,13 @@ _ERRORS = f"""
 SELECT code, origin, source, handler, count(*) FROM (
     SELECT {FAILURE_CODE} AS code, {FAILURE_WHERE} AS origin, j.source AS source,
            CAST(NULL AS TEXT) AS handler
-    FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+    FROM jobs j LEFT JOIN completions c ON c.job = j.id
     WHERE j.created_at >= ?
     UNION ALL
     SELECT d.error_code, 'handler', j.source, d.handler
     FROM dispatches d
     JOIN completions c ON c.id = d.completion_id
-    JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+    JOIN jobs j ON j.id = c.job
     WHERE j.created_at >= ? AND d.error_code IS NOT NULL AND d.state <> 'succeeded'
 ) AS e WHERE code IS NOT NULL
 GROUP BY code, origin, source, handler ORDER BY code, origin, source, handler
@@ -115,18 +115,18 @@ WHERE phase = 'resolving' AND result_ref IS NULL GROUP BY source
 # Delivered: resolved, and every dispatch succeeded and has not been touched since ``before``
 # (a replay moves updated_at). Dead dispatches are not delivered: they stay until replayed.
 PURGEABLE = """
-SELECT j.source, j.job_id, c.id, c.result_path
-FROM jobs j LEFT JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+SELECT j.id, c.id, c.result_path
+FROM jobs j LEFT JOIN completions c ON c.job = j.id
 WHERE j.terminal_at IS NOT NULL AND j.terminal_at < ?
   AND (c.id IS NULL OR (c.phase = 'ready' AND NOT EXISTS (
         SELECT 1 FROM dispatches d WHERE d.completion_id = c.id
         AND (d.state <> 'succeeded' OR d.updated_at >= ?))))
 ORDER BY j.terminal_at LIMIT ?
 """
-DELETE_DELIVERIES = "DELETE FROM deliveries WHERE source = ? AND job_id = ?"
+DELETE_DELIVERIES = "DELETE FROM deliveries WHERE job = ?"
 DELETE_DISPATCHES = "DELETE FROM dispatches WHERE completion_id = ?"
 DELETE_COMPLETION = "DELETE FROM completions WHERE id = ?"
-DELETE_JOB = "DELETE FROM jobs WHERE source = ? AND job_id = ?"
+DELETE_JOB = sql.DELETE_JOB_BY_ID
 
 DELIVERED_RESULTS = """
 SELECT c.id, c.result_path FROM completions c
@@ -240,6 +240,6 @@ def field_names_query(where: JobFilter, limit: int) -> tuple[str, list[Any]]:
     # The matching completions first, then their fields by primary key: a join driven from
     # job_fields would look up a job for every field row of the store.
     query = f"""SELECT DISTINCT field FROM job_fields WHERE completion_id IN (
-        SELECT c.id FROM jobs j JOIN completions c ON c.source = j.source AND c.job_id = j.job_id
+        SELECT c.id FROM jobs j JOIN completions c ON c.job = j.id
         WHERE {" AND ".join(clauses)}) ORDER BY field LIMIT ?"""  # noqa: S608
     return query, [*params, limit]

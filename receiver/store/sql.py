@@ -18,9 +18,20 @@ _FORWARD = f"jobs.terminal_at IS NULL AND {_rank('excluded.state')} >= {_rank('j
 # RETURNING clause costs a statement ~5 us more, and SQLite's part of a webhook was ~70 us with
 # three of them (a microbenchmark of the statements). PostgreSQL keeps RETURNING (``postgres.sql``).
 INSERT_DELIVERY_ROW = """
-INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at)
-VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
+INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at, job)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 """
+
+# jobhook's own id of a job (jobs.id, sequential from the job's first sight) keys everything per
+# job: its deliveries' index and its completion append at the right edge of their B-trees,
+# where keys by the provider's random job id landed anywhere. The lookup from the provider's
+# (source, job_id) is the one random-keyed B-tree a webhook touches (migration 13).
+JOB_KEY = "(SELECT id FROM jobs WHERE source = ? AND job_id = ?)"
+"""A job's id from its (source, job_id), as a scalar subquery for the statements below."""
+
+SELECT_JOB_ID = "SELECT id, state FROM jobs WHERE source = ? AND job_id = ?"
+
+DELETE_JOB_BY_ID = "DELETE FROM jobs WHERE id = ?"
 
 _INSERT_JOB_ROW = """
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
@@ -56,24 +67,24 @@ RETURNING state, terminal_at - created_at
 )
 
 INSERT_COMPLETION = """
-INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
+INSERT INTO completions (job, source, job_id, state, provider_status, metadata, error, created_at,
                          next_attempt_at, phase, result_ref, error_code, traceparent)
-SELECT source, job_id, state, provider_status, metadata, error, :now, :now, :phase, :result_ref,
-       error_code, :traceparent
-FROM jobs WHERE source = :source AND job_id = :job_id
-ON CONFLICT (source, job_id) DO NOTHING
+SELECT id, source, job_id, state, provider_status, metadata, error, :now, :now, :phase,
+       :result_ref, error_code, :traceparent
+FROM jobs WHERE id = :job
+ON CONFLICT (job) DO NOTHING
 """
 """One row, or none when the job already has its completion: its id is the cursor's lastrowid."""
 
 INSERT_NEW_COMPLETION = """
 INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref, error_code, traceparent)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11)
-ON CONFLICT (source, job_id) DO NOTHING
+                         next_attempt_at, phase, result_ref, error_code, traceparent, job)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12)
+ON CONFLICT (job) DO NOTHING
 """
 """INSERT_COMPLETION for a job created in the same transaction: its row is ``job_args``' first
-seven values (then phase, result reference, error code and traceparent), so they are inserted
-as they are instead of read back (~3 us a webhook)."""
+seven values (then phase, result reference, error code, traceparent and the job's id), so they
+are inserted as they are instead of read back (~3 us a webhook)."""
 
 INSERT_DISPATCH = """
 INSERT INTO dispatches (completion_id, handler, next_attempt_at, updated_at)
@@ -83,8 +94,7 @@ VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING
 REQUEUE_DEAD_FOR_JOB = """
 UPDATE dispatches SET state = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ?,
     lease_owner = NULL, lease_until = NULL
-WHERE state = 'dead'
-  AND completion_id = (SELECT id FROM completions WHERE source = ? AND job_id = ?)
+WHERE state = 'dead' AND completion_id = (SELECT id FROM completions WHERE job = ?)
 """
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
@@ -220,7 +230,7 @@ SELECT min(t) FROM (
 
 SELECT_DISPATCHES_FOR = f"""
 SELECT {_DISPATCH_COLUMNS} FROM dispatches
-WHERE completion_id = (SELECT id FROM completions WHERE source = ? AND job_id = ?)
+WHERE completion_id = (SELECT id FROM completions WHERE job = {JOB_KEY})
 ORDER BY handler
 """  # noqa: S608
 
@@ -236,6 +246,10 @@ def replay_query(
     states = "('dead', 'succeeded')" if include_succeeded else "('dead')"
     where = [f"d.state IN {states}"]
     params: list[Any] = [now(), now()]
+    if source is not None and job_id is not None:
+        where.append(f"c.job = {JOB_KEY}")
+        params += [source, job_id]
+        source = job_id = None
     for clause, value in (("c.source = ?", source), ("c.job_id = ?", job_id),
                           ("d.handler = ?", handler), ("d.updated_at >= ?", since)):  # fmt: skip
         if value is not None:

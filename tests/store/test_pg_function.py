@@ -3,7 +3,6 @@ and a database that version 9 left, upgraded in place."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from typing import TYPE_CHECKING
@@ -14,8 +13,7 @@ import pytest
 from receiver.models import State
 from receiver.store import sql
 from receiver.store.postgres import sql as pg_sql
-from receiver.store.postgres.functions import INGEST_BATCH_FUNCTION
-from receiver.store.postgres.ingest import Ingest, ingest_one
+from receiver.store.postgres.functions import INGEST_BY_JOB_ID_FUNCTION
 from receiver.store.postgres.migrations import _CREATE_VERSIONS, POSTGRES_MIGRATIONS
 from tests.store.test_pg_batch import ev, opened
 
@@ -39,51 +37,73 @@ def test_the_batch_function_runs_the_statements_of_one_event_per_transaction() -
     names = ["p_source[i]", "p_job_id[i]", "p_state[i]", "p_provider_status[i]",
              "p_metadata[i]", "p_error[i]", "p_at[i]", "p_terminal_at[i]", "p_progress_done[i]",
              "p_progress_total[i]", "p_expected_pages[i]", "p_poll_at[i]",
-             "p_error_code[i]"]  # fmt: skip
+             "p_error_code[i]", "v_job"]  # fmt: skip
     delivery = ["p_source[i]", "p_message_id[i]", "p_job_id[i]", "p_state[i]",
-                "p_provider_status[i]", "p_at[i]"]  # fmt: skip
+                "p_provider_status[i]", "p_at[i]", "v_job"]  # fmt: skip
     at, key = ["p_at[i]", "p_at[i]"], ["p_source[i]", "p_job_id[i]"]
-    completion = [*key, "p_at[i]", "p_phase[i]", "p_result_ref[i]", "p_traceparent[i]"]
+    completion = ["v_stored", "p_at[i]", "p_phase[i]", "p_result_ref[i]", "p_traceparent[i]"]
     dispatch = ["v_completion", "p_handlers[h]", "p_at[i]", "p_at[i]"]
-    body = _words(INGEST_BATCH_FUNCTION)
+    body = _words(INGEST_BY_JOB_ID_FUNCTION)
     expected = [
+        _spelled_out(pg_sql.SELECT_JOB_ID, key).replace(
+            "SELECT id, state", "SELECT id, state INTO v_job, v_known"
+        ),
+        pg_sql.NEXT_JOB_ID.replace("SELECT ", "v_job := "),
         _spelled_out(sql.INSERT_DELIVERY_ROW, delivery),
-        _spelled_out(sql.REQUEUE_DEAD_FOR_JOB, at + key),
-        _spelled_out(pg_sql.JOB_STATE, key).replace("SELECT state", "SELECT state INTO o_state"),
-        _spelled_out(pg_sql.UPSERT_JOB, names) + " INTO o_state, v_took",
+        _spelled_out(sql.REQUEUE_DEAD_FOR_JOB, [*at, "v_job"]),
+        _spelled_out(pg_sql.JOB_STATE_BY_ID, ["v_job"]),
+        _spelled_out(pg_sql.UPSERT_JOB, names) + " INTO v_stored, o_state, v_took",
+        _spelled_out(pg_sql.MOVE_DELIVERY, ["v_stored", "p_source[i]", "p_message_id[i]"]),
         _spelled_out(pg_sql.INSERT_COMPLETION, completion) + " INTO v_completion",
         _spelled_out(sql.INSERT_DISPATCH, dispatch),
         pg_sql.LOCK_COMPLETIONS_SHARED.replace("SELECT", "PERFORM"),
     ]
     for statement in expected:
-        assert _words(statement) in body
+        assert _words(statement) in body, statement
 
 
-async def _at_version_9(url: str) -> None:
-    """The schema as version 9 left it, with what version 9 stored (one event per transaction):
-    a job in progress, and one done with its delivery and dispatch."""
+# What version 11 stored for two jobs, in its own shape (keyed by the provider's job id): one in
+# progress with its delivery, one done with its delivery, completion and dispatch.
+_V11_ROWS = (
+    """INSERT INTO jobs (source, job_id, state, provider_status, metadata, created_at,
+        updated_at, last_news_at, terminal_at)
+    VALUES ('reducto', 'old-run', 'running', 'InProgress', '{}', $1, $1, $1, NULL),
+           ('reducto', 'old-done', 'succeeded', 'Completed', '{}', $1, $1, $1, $1)""",
+    """INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at)
+    VALUES ('reducto', 'o1', 'old-run', 'running', 'InProgress', $1),
+           ('reducto', 'o2', 'old-done', 'succeeded', 'Completed', $1)""",
+    """INSERT INTO completions (source, job_id, state, provider_status, metadata, created_at,
+        next_attempt_at, phase)
+    VALUES ('reducto', 'old-done', 'succeeded', 'Completed', '{}', $1, $1, 'ready')""",
+    """INSERT INTO dispatches (completion_id, handler, next_attempt_at, updated_at)
+    SELECT id, 'a', $1, $1 FROM completions""",
+)
+
+
+async def _at_version_11(url: str) -> None:
+    """The schema as version 11 left it, with two jobs stored in its shape."""
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(_CREATE_VERSIONS)
-        for number, migration in enumerate(POSTGRES_MIGRATIONS[:9], 1):
+        for number, migration in enumerate(POSTGRES_MIGRATIONS[:11], 1):
             await conn.execute(migration)
             await conn.execute("INSERT INTO schema_migrations VALUES ($1, 0)", number)
-        future = asyncio.get_running_loop().create_future()
-        for event in (ev("old-run", State.RUNNING, "o1"), ev("old-done", State.SUCCEEDED, "o2")):
-            async with conn.transaction():
-                await ingest_one(conn, Ingest(event, ["a"], False, time.time() - 5, future))
+        for statement in _V11_ROWS:
+            await conn.execute(statement, time.time() - 5)
     finally:
         await conn.close()
 
 
 @pytest.mark.postgres
-async def test_a_database_at_migration_9_upgrades_in_place(postgres_url: str) -> None:
-    await _at_version_9(postgres_url)
+async def test_a_database_at_migration_11_upgrades_in_place(postgres_url: str) -> None:
+    await _at_version_11(postgres_url)
     async with opened(postgres_url) as store:
         again = await store.ingest(ev("old-done", State.SUCCEEDED, "o2"), ["a"])
         done = await store.ingest(ev("old-run", State.SUCCEEDED, "o3"), ["a"])
         job = await store.get_job("reducto", "old-run")
         dispatches = await store.dispatches_for("reducto", "old-done")
+        deliveries = await store.deliveries_for("reducto", "old-run")
+        completion = await store.completion_for("reducto", "old-done")
     conn = await asyncpg.connect(postgres_url)
     try:
         versions = [r[0] for r in await conn.fetch("SELECT version FROM schema_migrations")]
@@ -95,4 +115,7 @@ async def test_a_database_at_migration_9_upgrades_in_place(postgres_url: str) ->
     assert job.terminal_at is not None
     assert done.took == job.terminal_at - job.created_at >= 5
     assert [d.handler for d in dispatches] == ["a"]
+    assert [d.message_id for d in deliveries] == ["o1", "o3"]
+    assert completion is not None
+    assert completion.state == State.SUCCEEDED
     assert sorted(versions) == list(range(1, len(POSTGRES_MIGRATIONS) + 1))

@@ -72,7 +72,7 @@ def batch_args(batch: Sequence[Ingest]) -> list[list[Any]]:
         for column, value, text in zip(jobs, codec.job_args(event, at), _JOB_TEXT, strict=True):
             column.append(_text(value) if text else value)
         message_ids.append(_text(event.message_id))
-        _, _, _, phase, ref, parent = pg_sql.completion_args(event, at, item.resolve)
+        _, _, phase, ref, parent = pg_sql.completion_args(event, at, item.resolve, 0)
         for column, value in zip(completion, (phase, ref, parent), strict=True):
             column.append(_text(value))
         counts.append(len(item.handlers))
@@ -103,21 +103,25 @@ async def ingest_batch(conn: Conn, batch: Sequence[Ingest]) -> list[IngestResult
 async def ingest_one(conn: Conn, item: Ingest) -> IngestResult:
     """Store one event statement by statement, in the transaction ``conn`` is in."""
     event, now = item.event, item.at
+    known = await conn.fetchrow(pg_sql.SELECT_JOB_ID, event.source, event.job_id)
+    job: int = known[0] if known is not None else await conn.fetchval(pg_sql.NEXT_JOB_ID)
     if event.message_id is not None:
-        delivery = codec.delivery_params(event, now)
+        delivery = codec.delivery_params(event, now, job)
         seen = await conn.fetchval(pg_sql.INSERT_DELIVERY, *delivery) is None
         if seen:
-            key = (event.source, event.job_id)
-            requeued = await conn.execute(_n(sql.REQUEUE_DEAD_FOR_JOB), now, now, *key)
-            state = await conn.fetchval(pg_sql.JOB_STATE, *key)
+            requeued = await conn.execute(_n(sql.REQUEUE_DEAD_FOR_JOB), now, now, job)
+            state = await conn.fetchval(pg_sql.JOB_STATE_BY_ID, job) or event.state.value
             return IngestResult(
                 "duplicate", event.job_id, State(state), requeued=affected(requeued)
             )
-    state, took = await conn.fetchrow(pg_sql.UPSERT_JOB, *codec.job_args(event, now))
+    stored, state, took = await conn.fetchrow(pg_sql.UPSERT_JOB, *codec.job_args(event, now), job)
+    if stored != job and event.message_id is not None:
+        # Another transaction saw the job first, after our read: its id, not ours.
+        await conn.execute(pg_sql.MOVE_DELIVERY, stored, event.source, event.message_id)
     completed = False
     if event.state.terminal and state == event.state:
         await conn.execute(pg_sql.LOCK_COMPLETIONS_SHARED)
-        args = pg_sql.completion_args(event, now, item.resolve)
+        args = pg_sql.completion_args(event, now, item.resolve, stored)
         completion_id = await conn.fetchval(pg_sql.INSERT_COMPLETION, *args)
         if completion_id is not None:
             completed = True

@@ -51,8 +51,8 @@ _FORWARD = f"jobs.terminal_at IS NULL AND {_rank('excluded.state')} >= {_rank('j
 UPSERT_JOB = f"""
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
                   last_news_at, terminal_at, progress_done, progress_total, expected_pages,
-                  next_poll_at, error_code)
-VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $7, $7, $8, $9, $10, $11, $12, $13)
+                  next_poll_at, error_code, id)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $7, $7, $8, $9, $10, $11, $12, $13, $14)
 ON CONFLICT (source, job_id) DO UPDATE SET
     state = CASE WHEN {_FORWARD} THEN excluded.state ELSE jobs.state END,
     provider_status = CASE WHEN {_FORWARD} THEN excluded.provider_status
@@ -70,16 +70,23 @@ ON CONFLICT (source, job_id) DO UPDATE SET
     expected_pages = coalesce(excluded.expected_pages, jobs.expected_pages),
     next_poll_at = coalesce(excluded.next_poll_at, jobs.next_poll_at),
     poll_attempts = CASE WHEN excluded.next_poll_at IS NULL THEN jobs.poll_attempts ELSE 0 END
-RETURNING state, terminal_at - created_at
+RETURNING id, state, terminal_at - created_at
 """  # noqa: S608
+"""A job's news, with the id ``SELECT_JOB_ID`` read or ``NEXT_JOB_ID`` gave it ($14): the row
+answers the id it keeps (another transaction's, if that one inserted the job first)."""
+
+SELECT_JOB_ID = numbered(sql.SELECT_JOB_ID)
+NEXT_JOB_ID = "SELECT nextval('jobs_id_seq')"
+MOVE_DELIVERY = "UPDATE deliveries SET job = $1 WHERE source = $2 AND message_id = $3"
+JOB_STATE_BY_ID = "SELECT state FROM jobs WHERE id = $1"
 
 INSERT_COMPLETION = """
-INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref, error_code, traceparent)
-SELECT source, job_id, state, provider_status, metadata, error, $3::double precision,
-       $3::double precision, $4::text, $5::text, error_code, $6::text
-FROM jobs WHERE source = $1 AND job_id = $2
-ON CONFLICT (source, job_id) DO NOTHING RETURNING id
+INSERT INTO completions (job, source, job_id, state, provider_status, metadata, error,
+                         created_at, next_attempt_at, phase, result_ref, error_code, traceparent)
+SELECT id, source, job_id, state, provider_status, metadata, error, $2::double precision,
+       $2::double precision, $3::text, $4::text, error_code, $5::text
+FROM jobs WHERE id = $1
+ON CONFLICT (job) DO NOTHING RETURNING id
 """
 
 _COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
@@ -150,8 +157,7 @@ SELECT min(t) FROM (
 ) AS due
 """
 
-JOB_STATE = "SELECT state FROM jobs WHERE source = $1 AND job_id = $2"
-COMPLETION_FOR = f"{sql.SELECT_COMPLETION} WHERE source = $1 AND job_id = $2"
+COMPLETION_FOR = numbered(f"{sql.SELECT_COMPLETION} WHERE job = {sql.JOB_KEY}")
 # Two replicas purging at once take different jobs instead of the same ones twice.
 PURGEABLE = f"{numbered(queries.PURGEABLE)} FOR UPDATE OF j SKIP LOCKED"
 FORGET_RESULTS = "UPDATE completions SET result_path = NULL WHERE id = ANY($1::bigint[])"
@@ -196,6 +202,6 @@ OUTCOMES_OVER_TIME = numbered(history.outcomes_over_time(_BUCKET))
 ERRORS_OVER_TIME = numbered(history.errors_over_time(_BUCKET))
 
 
-def completion_args(event: Event, at: float, resolve: bool) -> tuple[Any, ...]:
-    p = codec.completion_params(event, at, resolve)
-    return (p["source"], p["job_id"], p["now"], p["phase"], p["result_ref"], p["traceparent"])
+def completion_args(event: Event, at: float, resolve: bool, job: int) -> tuple[Any, ...]:
+    p = codec.completion_params(event, at, resolve, job)
+    return (p["job"], p["now"], p["phase"], p["result_ref"], p["traceparent"])

@@ -422,13 +422,13 @@ def _first(rows: list[Any]) -> float | None:
 async def _purge(conn: Conn, before: float, limit: int) -> tuple[int, list[str]]:
     """Delete up to ``limit`` delivered jobs with everything they own; return result paths."""
     rows = await conn.fetch(pg_sql.PURGEABLE, before, before, limit)
-    keys = [(r[0], r[1]) for r in rows]
-    completions = [(r[2],) for r in rows if r[2] is not None]
+    keys = [(r[0],) for r in rows]
+    completions = [(r[1],) for r in rows if r[1] is not None]
     await conn.executemany(_n(queries.DELETE_DELIVERIES), keys)
     await conn.executemany(_n(queries.DELETE_DISPATCHES), completions)
     await conn.executemany(_n(queries.DELETE_COMPLETION), completions)
     await conn.executemany(_n(queries.DELETE_JOB), keys)
-    return len(rows), [r[3] for r in rows if r[3]]
+    return len(rows), [r[2] for r in rows if r[2]]
 
 
 async def _probes(

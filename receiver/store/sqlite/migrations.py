@@ -190,4 +190,99 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         started_at      REAL NOT NULL
     );
     """,
+    # 13 (issue 34): one random key per webhook. A job gets jobhook's own sequential id at
+    # first sight (jobs.id, its rowid made explicit so VACUUM keeps it); its deliveries and its
+    # completion are keyed by that id (``job``), which is recent for every webhook of a live job,
+    # so their index entries append at the right edge of their B-trees. Only jobs' (source,
+    # job_id), the lookup from the provider's id, stays random. The provider's ids stay on the
+    # rows that have them, for the reads that show them. jobs and completions are rebuilt (a
+    # table constraint cannot be dropped in SQLite), each row keeping its id; the migration
+    # runs with foreign keys off and is checked by foreign_key_check before it commits.
+    """
+    CREATE TABLE jobs_13 (
+        id              INTEGER PRIMARY KEY,
+        source          TEXT NOT NULL,
+        job_id          TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        provider_status TEXT NOT NULL,
+        metadata        TEXT NOT NULL DEFAULT '{}',
+        error           TEXT,
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL,
+        last_news_at    REAL NOT NULL,
+        terminal_at     REAL,
+        progress_done   INTEGER,
+        progress_total  INTEGER,
+        expected_pages  INTEGER,
+        next_poll_at    REAL,
+        poll_attempts   INTEGER NOT NULL DEFAULT 0,
+        error_code      TEXT,
+        UNIQUE (source, job_id)
+    );
+    INSERT INTO jobs_13 (id, source, job_id, state, provider_status, metadata, error, created_at,
+                         updated_at, last_news_at, terminal_at, progress_done, progress_total,
+                         expected_pages, next_poll_at, poll_attempts, error_code)
+    SELECT rowid, source, job_id, state, provider_status, metadata, error, created_at,
+           updated_at, last_news_at, terminal_at, progress_done, progress_total,
+           expected_pages, next_poll_at, poll_attempts, error_code
+    FROM jobs ORDER BY rowid;
+    DROP TABLE jobs;
+    ALTER TABLE jobs_13 RENAME TO jobs;
+    CREATE INDEX jobs_poll ON jobs (source, next_poll_at) WHERE terminal_at IS NULL;
+    CREATE INDEX jobs_listing ON jobs (created_at, source, job_id);
+    CREATE INDEX jobs_terminal ON jobs (terminal_at) WHERE terminal_at IS NOT NULL;
+
+    ALTER TABLE deliveries ADD COLUMN job INTEGER;
+    UPDATE deliveries SET job = (SELECT j.id FROM jobs j
+                                 WHERE j.source = deliveries.source
+                                   AND j.job_id = deliveries.job_id);
+    DROP INDEX deliveries_job;
+    CREATE INDEX deliveries_job ON deliveries (job);
+
+    CREATE TABLE completions_13 (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        job             INTEGER UNIQUE,
+        source          TEXT NOT NULL,
+        job_id          TEXT NOT NULL,
+        state           TEXT NOT NULL,
+        provider_status TEXT NOT NULL,
+        metadata        TEXT NOT NULL DEFAULT '{}',
+        error           TEXT,
+        created_at      REAL NOT NULL,
+        phase           TEXT NOT NULL DEFAULT 'resolving',
+        result_path     TEXT,
+        result_sha256   TEXT,
+        result_bytes    INTEGER,
+        attempts        INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_error      TEXT,
+        lease_owner     TEXT,
+        lease_until     REAL,
+        resolved_at     REAL,
+        result_ref      TEXT,
+        confidence      REAL,
+        error_code      TEXT,
+        traceparent     TEXT,
+        error_where     TEXT,
+        resolve_seconds REAL
+    );
+    INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'completions_13', seq FROM sqlite_sequence WHERE name = 'completions';
+    INSERT INTO completions_13 (id, job, source, job_id, state, provider_status, metadata, error,
+                                created_at, phase, result_path, result_sha256, result_bytes,
+                                attempts, next_attempt_at, last_error, lease_owner, lease_until,
+                                resolved_at, result_ref, confidence, error_code, traceparent,
+                                error_where, resolve_seconds)
+    SELECT c.id, j.id, c.source, c.job_id, c.state, c.provider_status, c.metadata, c.error,
+           c.created_at, c.phase, c.result_path, c.result_sha256, c.result_bytes, c.attempts,
+           c.next_attempt_at, c.last_error, c.lease_owner, c.lease_until, c.resolved_at,
+           c.result_ref, c.confidence, c.error_code, c.traceparent, c.error_where,
+           c.resolve_seconds
+    FROM completions c LEFT JOIN jobs j ON j.source = c.source AND j.job_id = c.job_id
+    ORDER BY c.id;
+    DROP TABLE completions;
+    ALTER TABLE completions_13 RENAME TO completions;
+    CREATE INDEX completions_due ON completions (next_attempt_at) WHERE phase = 'resolving';
+    CREATE INDEX completions_results ON completions (id) WHERE result_path IS NOT NULL;
+    """,
 )

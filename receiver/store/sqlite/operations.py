@@ -26,18 +26,24 @@ def ingest(
     db: sqlite3.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
     """Record ``event``: a delivery (the dedupe key), its job, and a completion with its
-    dispatches when the event finishes the job."""
+    dispatches when the event finishes the job.
+
+    The job's id comes first, since the delivery is keyed by it: a known job's is read, a new
+    job's row is inserted to get one (and deleted again in the rare case that its delivery
+    turns out to be a duplicate: a provider reusing a message id for another job)."""
+    args = codec.job_args(event, now)
+    known = db.execute(sql.SELECT_JOB_ID, (event.source, event.job_id)).fetchone()
+    new_job = known is None
+    job: int = known[0] if known is not None else _insert(db, sql.INSERT_NEW_JOB, args)
     if (
         event.message_id is not None
-        and not db.execute(sql.INSERT_DELIVERY_ROW, codec.delivery_params(event, now)).rowcount
+        and not db.execute(sql.INSERT_DELIVERY_ROW, codec.delivery_params(event, now, job)).rowcount
     ):
-        cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, event.source, event.job_id))
-        (known,) = db.execute(
-            "SELECT state FROM jobs WHERE source = ? AND job_id = ?", (event.source, event.job_id)
-        ).fetchone()
-        return IngestResult("duplicate", event.job_id, State(known), requeued=cursor.rowcount)
-    args = codec.job_args(event, now)
-    new_job = bool(db.execute(sql.INSERT_NEW_JOB, args).rowcount)
+        if new_job:
+            db.execute(sql.DELETE_JOB_BY_ID, (job,))
+            return IngestResult("duplicate", event.job_id, event.state)
+        cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, job))
+        return IngestResult("duplicate", event.job_id, State(known[1]), requeued=cursor.rowcount)
     took: float | None = 0.0 if event.state.terminal else None
     if new_job:
         state: str = event.state.value  # a new job holds what its first news says
@@ -49,11 +55,11 @@ def ingest(
             extra = codec.completion_phase(event, resolve)
             created = db.execute(
                 sql.INSERT_NEW_COMPLETION,
-                (*args[:7], *extra, event.error_code, event.traceparent),
+                (*args[:7], *extra, event.error_code, event.traceparent, job),
             )
         else:
             created = db.execute(
-                sql.INSERT_COMPLETION, codec.completion_params(event, now, resolve)
+                sql.INSERT_COMPLETION, codec.completion_params(event, now, resolve, job)
             )
         if created.rowcount:
             completed = True
@@ -61,6 +67,12 @@ def ingest(
             db.executemany(sql.INSERT_DISPATCH, [(completion_id, h, now, now) for h in handlers])
     return IngestResult("accepted", event.job_id, State(state), completed=completed,
                         took=took if completed else None)  # fmt: skip
+
+
+def _insert(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:
+    rowid = db.execute(query, params).lastrowid
+    assert rowid is not None  # an INSERT of one row, never ignored here
+    return rowid
 
 
 def execute(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> None:
@@ -188,10 +200,10 @@ def claim_reprocess(db: sqlite3.Connection, params: Sequence[Any]) -> bool:
 def purge(db: sqlite3.Connection, before: float, limit: int) -> tuple[int, list[str]]:
     """Delete up to ``limit`` delivered jobs with everything they own; return result paths."""
     rows = db.execute(queries.PURGEABLE, (before, before, limit)).fetchall()
-    keys = [(source, job_id) for source, job_id, _, _ in rows]
-    completions = [(cid,) for _, _, cid, _ in rows if cid is not None]
+    keys = [(job,) for job, _, _ in rows]
+    completions = [(cid,) for _, cid, _ in rows if cid is not None]
     db.executemany(queries.DELETE_DELIVERIES, keys)
     db.executemany(queries.DELETE_DISPATCHES, completions)
     db.executemany(queries.DELETE_COMPLETION, completions)
     db.executemany(queries.DELETE_JOB, keys)
-    return len(rows), [path for _, _, _, path in rows if path]
+    return len(rows), [path for _, _, path in rows if path]

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import json
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -321,7 +322,7 @@ class SQLiteStore(Store):
 
     async def completion_for(self, source: str, job_id: str) -> CompletionRow | None:
         rows = await self._read(
-            f"{sql.SELECT_COMPLETION} WHERE source = ? AND job_id = ?", (source, job_id)
+            f"{sql.SELECT_COMPLETION} WHERE job = {sql.JOB_KEY}", (source, job_id)
         )
         return codec.completion_row(rows[0]) if rows else None
 
@@ -399,7 +400,50 @@ def _take_back_all(db: sqlite3.Connection) -> None:
 
 
 def _migrate(db: sqlite3.Connection) -> None:
+    """Apply the pending migrations, each in one transaction that reads the version again once
+    it holds the write lock (another process opening the store may have migrated meanwhile).
+    Foreign keys are off while they run (a rebuilt table is dropped and replaced: with them on,
+    dropping ``completions`` would delete every dispatch), and ``foreign_key_check`` must find
+    nothing before each commits."""
     (version,) = db.execute("PRAGMA user_version").fetchone()
-    for number, script in enumerate(SQLITE_MIGRATIONS[version:], start=version + 1):
-        db.executescript(f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version={number};\nCOMMIT;")
-        log.info("store_migrated", version=number)
+    if version >= len(SQLITE_MIGRATIONS):
+        return
+    db.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: set before them
+    try:
+        for number, script in enumerate(SQLITE_MIGRATIONS[version:], start=version + 1):
+            started = time.perf_counter()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if db.execute("PRAGMA user_version").fetchone()[0] >= number:
+                    db.execute("COMMIT")
+                    continue
+                log.info("store_migrating", version=number)
+                for statement in _statements(script):
+                    db.execute(statement)
+                broken = db.execute("PRAGMA foreign_key_check").fetchmany(5)
+                if broken:
+                    message = f"migration {number} breaks foreign keys: {broken}"
+                    raise sqlite3.IntegrityError(message)
+                db.execute(f"PRAGMA user_version={number}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            log.info("store_migrated", version=number,
+                     seconds=round(time.perf_counter() - started, 3))  # fmt: skip
+    finally:
+        db.execute("PRAGMA foreign_keys=ON")
+
+
+def _statements(script: str) -> list[str]:
+    """``script``'s statements one by one (``executescript`` would commit the transaction)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        statements.append(pending.strip())
+    return statements
