@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 CACHE = Path(__file__).resolve().parent / "results" / "prefill"
-GENERATOR = 2
+GENERATOR = 3
 """Bump when the rows this module makes change: stores made before are loaded again."""
 CHUNK = 50_000
 DAY = 86_400.0
@@ -147,13 +147,13 @@ async def _migrate(db: Path) -> None:
 INSERTS = {
     "jobs": """INSERT INTO jobs (source, job_id, state, provider_status, metadata, error,
         error_code, created_at, updated_at, last_news_at, terminal_at, progress_done,
-        progress_total) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        progress_total, id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
     "deliveries": """INSERT INTO deliveries (source, message_id, job_id, state, provider_status,
-        received_at) VALUES (?, ?, ?, ?, ?, ?)""",
+        received_at, job) VALUES (?, ?, ?, ?, ?, ?, ?)""",
     "completions": """INSERT INTO completions (id, source, job_id, state, provider_status,
         metadata, error, error_code, created_at, phase, result_path, result_sha256,
-        result_bytes, attempts, next_attempt_at, resolved_at, confidence)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'ready', ?, ?, ?, 1, ?, ?, ?)""",
+        result_bytes, attempts, next_attempt_at, resolved_at, confidence, job)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'ready', ?, ?, ?, 1, ?, ?, ?, ?)""",
     "dispatches": """INSERT INTO dispatches (completion_id, handler, state, attempts,
         next_attempt_at, last_error, error_code, updated_at, finished_at)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
@@ -180,8 +180,8 @@ def month(
     completion_id = 0
     for start in range(0, jobs, CHUNK):
         rows: Rows = {table: [] for table in TABLES}
-        for at in created[start : start + CHUNK]:
-            completion_id = _job(rows, rng, at, completion_id, now, message_ids)
+        for number, at in enumerate(created[start : start + CHUNK], start + 1):
+            completion_id = _job(rows, rng, (number, at), completion_id, now, message_ids)
         yield rows
 
 
@@ -194,8 +194,12 @@ def _pick(rng: random.Random) -> tuple[str, str]:
     return STATES[-1][1], STATES[-1][2]
 
 
-def _job(rows: Rows, rng: random.Random, at: float, last_id: int, now: float, ids: str) -> int:
-    """One job's rows added to ``rows``; the last completion id used."""
+def _job(
+    rows: Rows, rng: random.Random, seen: tuple[int, float], last_id: int, now: float, ids: str
+) -> int:
+    """One job's rows added to ``rows`` (``seen``: jobhook's id of the job, its creation time);
+    the last completion id used."""
+    number, at = seen
     job, source = workload.job_id(rng), "reducto"
     state, status = _pick(rng)
     terminal = state in ("succeeded", "failed", "cancelled")
@@ -206,16 +210,16 @@ def _job(rows: Rows, rng: random.Random, at: float, last_id: int, now: float, id
     pages = rng.randrange(1, 200)
     news = done if done is not None else min(at + rng.uniform(1, 60), now)
     rows["jobs"].append((source, job, state, status, meta, error, code, at, news, news, done,
-                         pages if terminal else None, pages))  # fmt: skip
+                         pages if terminal else None, pages, number))  # fmt: skip
     if not terminal or rng.random() < 0.12:  # an InProgress update before the terminal one
         update = min(at + 1.0, now)
         rows["deliveries"].append((source, workload.message_id(rng, ids, update), job,
-                                   "running", "InProgress", update))  # fmt: skip
+                                   "running", "InProgress", update, number))  # fmt: skip
     if not terminal:
         return last_id
     assert done is not None
     rows["deliveries"].append((source, workload.message_id(rng, ids, done), job, state, status,
-                               done))  # fmt: skip
+                               done, number))  # fmt: skip
     cid = last_id + 1
     ok = state == "succeeded"
     resolved = done + rng.uniform(0.2, 5.0)
@@ -224,7 +228,7 @@ def _job(rows: Rows, rng: random.Random, at: float, last_id: int, now: float, id
         f"results/{source}/{job}.json" if ok else None,
         f"{rng.getrandbits(256):064x}" if ok else None,
         rng.randrange(2_000, 2_000_000) if ok else None,
-        done, resolved, round(rng.uniform(0.6, 1.0), 3) if ok else None,
+        done, resolved, round(rng.uniform(0.6, 1.0), 3) if ok else None, number,
     ))  # fmt: skip
     if rng.random() < 0.03:  # dead: its handler kept failing until retries ran out
         rows["dispatches"].append((cid, HANDLER, "dead", 8, resolved + 3600, "HTTP 503",

@@ -248,10 +248,18 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
 )
 
 
+MIGRATION_TIMEOUT = 3600.0
+"""Seconds a migration's statement (or the wait for another replica's migration) may take: the
+pool's 30 s command timeout would cut short one that rewrites a large store (migration 12 takes
+about a minute for a million jobs, ``tests/store/test_upgrade.py``)."""
+
+
 async def migrate(conn: Any) -> None:
     """Apply the pending migrations on ``conn`` (an asyncpg connection) in one transaction."""
     async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK)
+        await conn.execute(
+            "SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK, timeout=MIGRATION_TIMEOUT
+        )
         await conn.execute(_CREATE_VERSIONS)
         version: int = await conn.fetchval(_CURRENT_VERSION)
         known = len(POSTGRES_MIGRATIONS)
@@ -259,6 +267,9 @@ async def migrate(conn: Any) -> None:
             # A newer version migrated first (a rolling upgrade): keep to what this one knows.
             log.warning("store_schema_newer", version=version, known=known)
         for number in range(version + 1, known + 1):
-            await conn.execute(POSTGRES_MIGRATIONS[number - 1])
+            log.info("store_migrating", version=number)
+            started = time.perf_counter()
+            await conn.execute(POSTGRES_MIGRATIONS[number - 1], timeout=MIGRATION_TIMEOUT)
             await conn.execute(_RECORD_VERSION, number, time.time())
-            log.info("store_migrated", version=number)
+            log.info("store_migrated", version=number,
+                     seconds=round(time.perf_counter() - started, 3))  # fmt: skip
