@@ -1,7 +1,7 @@
 """Where a job's completion costs least: in a table keyed by the job's id, or folded into its row.
 
 ``python -m bench.schema_variants [--jobs 200000] [--webhooks 20000] [--batch 16]
-[--message-ids ksuid|random]`` builds two stores from the same month of traffic
+[--message-ids ksuid|random] [--rounds 1]`` builds two stores from the same month of traffic
 (``bench.prefill.month``'s rows, translated), each with sequential integer job ids given at a
 job's first sight:
 
@@ -21,7 +21,8 @@ handler), ``--batch`` webhooks a transaction, synchronous=FULL, the checkpoint t
 the service; then claims and resolves every completion the run made (``CLAIM_COMPLETIONS`` and
 ``RESOLVE_COMPLETION``, in F an UPDATE of the whole job row), a transaction per batch. Per
 webhook and per completion it prints what ``bench.storeprobe`` reads: the writer thread's CPU,
-the B-tree pages written (``CACHE_WRITE``), the random leaves and their trees, the WAL bytes.
+the B-tree pages written (``CACHE_WRITE``), the random leaves and their trees, the WAL bytes:
+with ``--rounds``, medians of that many runs, the variants taking turns to go first.
 The job's own statements are today's (``receiver.store.sql``): the ``jobs`` table is the same in
 both variants, so only the completion's place differs.
 """
@@ -34,6 +35,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import statistics
 import sys
 import time
 from dataclasses import dataclass, field
@@ -585,20 +587,39 @@ def _rows(conn: sqlite3.Connection, variant: str) -> dict[str, int]:
 
 
 def compare(
-    directory: Path, jobs: int, webhooks: int, batch: int, ids: str
+    directory: Path, jobs: int, webhooks: int, batch: int, ids: str, rounds: int = 1
 ) -> dict[str, dict[str, Any]]:
-    """Both variants, each on a fresh copy of its prefilled store, with the same webhooks."""
+    """Both variants, each on a fresh copy of its prefilled store, with the same webhooks,
+    ``rounds`` times, the order rotating round by round (the first to run meets a colder OS
+    cache and whatever else the machine is doing); each figure the median of the rounds."""
     stores = prefilled(directory / "prefill", jobs, ids)
     work = directory / "work" / "schema_variants"
     work.mkdir(parents=True, exist_ok=True)
     hooks = events(webhooks, seed=7, ids=ids)
+    runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in stores}
+    for round_ in range(rounds):
+        for variant in VARIANTS[round_ % 2 :] + VARIANTS[: round_ % 2]:
+            db = prefill.copy_store(stores[variant], work / f"{variant}-{ids}.db")
+            runs[variant].append(run(db, variant, hooks, batch))
     results = {}
-    for variant, source in stores.items():
-        db = prefill.copy_store(source, work / f"{variant}-{ids}.db")
-        results[variant] = run(db, variant, hooks, batch)
-        results[variant]["jobs"] = jobs
-        results[variant]["message_ids"] = ids
+    for variant, each in runs.items():
+        cpu = [r["per_webhook"]["cpu_us"] for r in each]
+        results[variant] = _median(each)
+        results[variant].update(jobs=jobs, message_ids=ids, rounds=rounds, writer_cpu_us=cpu)
     return results
+
+
+def _median(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each number the median of its values in ``results``; anything else as the first has it."""
+    out: dict[str, Any] = {}
+    for key, first in results[0].items():
+        if isinstance(first, dict):
+            out[key] = _median([r[key] for r in results])
+        elif isinstance(first, (int, float)):
+            out[key] = statistics.median(r.get(key, 0) for r in results)
+        else:
+            out[key] = first
+    return out
 
 
 _SHOWN = (
@@ -622,7 +643,8 @@ def render(results: dict[str, dict[str, Any]]) -> str:
     first = next(iter(results.values()))
     lines = [
         f"{first['jobs']:,} jobs prefilled, {first['webhooks']:,} webhooks in batches of "
-        f"{first['batch']}, message ids: {first['message_ids']}",
+        f"{first['batch']}, message ids: {first['message_ids']}, medians of {first['rounds']} "
+        "round(s)",
         f"{'':28}" + "".join(f"{name:>16}" for name in results),
     ]
     for group, key, label, form in _SHOWN:
@@ -634,6 +656,8 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         lines.append(f"random leaves / webhook by tree ({name}): "
                      f"{r['per_webhook']['random_leaves_by_tree']}")  # fmt: skip
         lines.append(f"rows after the run ({name}): {r['rows']}, outcomes: {r['outcomes']}")
+        lines.append(f"writer CPU µs / webhook, each round ({name}): "
+                     + ", ".join(f"{cpu:.1f}" for cpu in r["writer_cpu_us"]))  # fmt: skip
     lines.append(f"load average: {os.getloadavg()[0]:.1f}")
     return "\n".join(lines)
 
@@ -644,10 +668,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--webhooks", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--message-ids", choices=("ksuid", "random"), default="ksuid")
+    parser.add_argument("--rounds", type=int, default=1, help="medians of this many runs")
     parser.add_argument("--dir", type=Path, default=RESULTS,
                         help="where the stores and the results go")  # fmt: skip
     args = parser.parse_args(argv)
-    results = compare(args.dir, args.jobs, args.webhooks, args.batch, args.message_ids)
+    results = compare(args.dir, args.jobs, args.webhooks, args.batch, args.message_ids, args.rounds)
     print(render(results))
     out = args.dir / f"schema_variants-{args.message_ids}.json"
     out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")

@@ -44,7 +44,9 @@ def test_the_two_prefilled_stores_hold_the_same_month(tmp_path: Path) -> None:
 def test_both_variants_do_the_same_work_and_cost_one_random_leaf_a_webhook(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    schema_variants.main(["--jobs", "2000", "--webhooks", "500", "--dir", str(tmp_path)])
+    schema_variants.main(
+        ["--jobs", "2000", "--webhooks", "500", "--rounds", "2", "--dir", str(tmp_path)]
+    )
     printed = capsys.readouterr().out
     assert "keyed" in printed
     assert "folded" in printed
