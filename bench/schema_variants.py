@@ -230,6 +230,9 @@ _NO_COMPLETION: tuple[Any, ...] = (None, None, None, None, None, 0, None, None, 
 def translate(rows: prefill.Rows, last_id: int) -> tuple[dict[str, prefill.Rows], int]:
     """One chunk of ``bench.prefill.month``'s rows in each variant's shape: jobs numbered from
     ``last_id + 1`` in the month's order (the order they were first seen); the last id used."""
+    # The month's rows end with the job's id in today's schema; the variants number jobs here.
+    rows = {table: [r[:-1] for r in values] if table != "dispatches" else values
+            for table, values in rows.items()}  # fmt: skip
     ids: dict[str, int] = {}
     for job in rows["jobs"]:
         last_id += 1
@@ -346,12 +349,9 @@ KEYED_DELIVERY = """
 INSERT INTO deliveries (source, message_id, job, state, provider_status, received_at)
 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 """
-KEYED_REQUEUE_DEAD = sql.REQUEUE_DEAD_FOR_JOB.replace(
-    "(SELECT id FROM completions WHERE source = ? AND job_id = ?)",
-    "(SELECT id FROM completions WHERE job = ?)",
-)
+KEYED_REQUEUE_DEAD = sql.REQUEUE_DEAD_FOR_JOB
 FOLDED_REQUEUE_DEAD = sql.REQUEUE_DEAD_FOR_JOB.replace(
-    "completion_id = (SELECT id FROM completions WHERE source = ? AND job_id = ?)", "job = ?"
+    "completion_id = (SELECT id FROM completions WHERE job = ?)", "job = ?"
 )
 FOLDED_DISPATCH = """
 INSERT INTO dispatches (job, handler, next_attempt_at, updated_at)
