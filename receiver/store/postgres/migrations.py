@@ -266,8 +266,9 @@ async def migrate(conn: Any) -> None:
         if version > known:
             # A newer version migrated first (a rolling upgrade): keep to what this one knows.
             log.warning("store_schema_newer", version=version, known=known)
+        if version < known:
+            log.info("store_migrating", version=version, to=known)
         for number in range(version + 1, known + 1):
-            log.info("store_migrating", version=number)
             started = time.perf_counter()
             await conn.execute(POSTGRES_MIGRATIONS[number - 1], timeout=MIGRATION_TIMEOUT)
             await conn.execute(_RECORD_VERSION, number, time.time())

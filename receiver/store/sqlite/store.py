@@ -409,6 +409,7 @@ def _migrate(db: sqlite3.Connection) -> None:
     if version >= len(SQLITE_MIGRATIONS):
         return
     db.execute("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: set before them
+    log.info("store_migrating", version=version, to=len(SQLITE_MIGRATIONS))
     try:
         for number, script in enumerate(SQLITE_MIGRATIONS[version:], start=version + 1):
             started = time.perf_counter()
@@ -417,7 +418,6 @@ def _migrate(db: sqlite3.Connection) -> None:
                 if db.execute("PRAGMA user_version").fetchone()[0] >= number:
                     db.execute("COMMIT")
                     continue
-                log.info("store_migrating", version=number)
                 for statement in _statements(script):
                     db.execute(statement)
                 broken = db.execute("PRAGMA foreign_key_check").fetchmany(5)
