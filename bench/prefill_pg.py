@@ -85,11 +85,15 @@ async def load(url: str, jobs: int) -> None:
                         values = [(*r[:9], "ready", *r[9:12], 1, *r[12:]) for r in values]
                     await conn.copy_records_to_table(table, records=values,
                                                      columns=COLUMNS[table])  # fmt: skip
-        for table in ("completions", "jobs"):  # the ids loaded as they were, not drawn
-            await conn.execute(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                f"(SELECT coalesce(max(id), 1) FROM {table}))"
-            )
+        # The ids were loaded as they were, not drawn: their sequences start after them.
+        await conn.execute(
+            "SELECT setval(pg_get_serial_sequence('completions', 'id'), "
+            "(SELECT coalesce(max(id), 1) FROM completions))"
+        )
+        await conn.execute(
+            "SELECT setval(pg_get_serial_sequence('jobs', 'id'), "
+            "(SELECT coalesce(max(id), 1) FROM jobs))"
+        )
         await conn.execute("VACUUM ANALYZE")
     finally:
         await conn.close()
