@@ -51,6 +51,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--sustain-minutes", type=int, default=10,
         help="ingest: minutes of sustained load on jobhook (SQLite) after the rounds (0: none)",
     )  # fmt: skip
+    parser.add_argument(
+        "--sustain-from", choices=("prefilled", "empty", "both"), default="both",
+        help="ingest: the sustained load's store: the rounds' prefilled one, a fresh empty one, "
+        "or both, one after the other (default)",
+    )  # fmt: skip
     parser.add_argument("--no-postgres", action="store_true", help="ingest: no PostgreSQL row")
     parser.add_argument("--floor", action="store_true", help="ingest: add the floor's row")
     parser.add_argument(
