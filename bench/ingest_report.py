@@ -122,10 +122,10 @@ def _p99_row(p99: float, connections: int) -> list[str]:
 def sustained_rows(run: str, minutes: list[dict[str, Any]]) -> list[list[str]]:
     """The sustained targets of one run (its minutes in order): throughput and p99 of the last
     minute against the first, and the WAL file's peak over every minute."""
-    where = SUSTAINED_RUNS.get(run, run)
-    rate = f"sustained {where}: last minute >= {TARGET_SUSTAINED:.0%} of the first's req/s"
-    tail = f"sustained {where}: last minute's p99 <= {TARGET_SUSTAINED_P99:g} x the first's"
-    wal = f"sustained {where}: WAL file never over {TARGET_WAL_BYTES / 2**20:g} MiB"
+    where = f"sustained, {run} store"
+    rate = f"{where}: last minute >= {TARGET_SUSTAINED:.0%} of the first's req/s"
+    tail = f"{where}: last minute's p99 <= {TARGET_SUSTAINED_P99:g} x the first's"
+    wal = f"{where}: WAL never over {TARGET_WAL_BYTES / 2**20:g} MiB"
     if not minutes:
         return [[rate, "not run", "-"], [tail, "not run", "-"], [wal, "not run", "-"]]
     peak = max(m["wal_peak_bytes"] for m in minutes)
