@@ -48,14 +48,21 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="ingest: jobs in the store before the run (default 1,000,000; 0 sequential)",
     )  # fmt: skip
     parser.add_argument(
-        "--sustain-minutes", type=int, default=10,
-        help="ingest: minutes of sustained load on jobhook (SQLite) after the rounds (0: none)",
+        "--sustain-minutes", type=int, default=None,
+        help="ingest: minutes of sustained load on jobhook (SQLite) after the rounds, each run "
+        "(default 10; 0: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sustain-from", choices=("prefilled", "empty", "both"), default="both",
+        help="ingest: the sustained load's store: the rounds' prefilled one, a fresh empty one, "
+        "or both, one after the other (default)",
     )  # fmt: skip
     parser.add_argument("--no-postgres", action="store_true", help="ingest: no PostgreSQL row")
     parser.add_argument("--floor", action="store_true", help="ingest: add the floor's row")
     parser.add_argument(
         "--quick", action="store_true",
-        help="ingest: 2 rounds of 5 s and no sustained load (a few minutes on a loaded store)",
+        help="ingest: 2 rounds of 5 s and no sustained load unless --sustain-minutes says "
+        "(a few minutes on a loaded store)",
     )  # fmt: skip
     parser.add_argument("--rate", type=float, default=500.0, help="latency: webhooks per second")
     parser.add_argument("--webhooks", type=int, default=10_000, help="latency: webhooks per round")
@@ -67,7 +74,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.rounds, args.seconds, args.sustain_minutes = 2, 5.0, 0
+        args.rounds, args.seconds = 2, 5.0
+    if args.sustain_minutes is None:
+        args.sustain_minutes = 0 if args.quick else 10
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")

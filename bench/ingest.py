@@ -19,7 +19,9 @@ nothing, the ceiling of everything but the write); jobhook on SQLite; jobhook on
 (when the server and the ``postgres`` extra are there); the floor (``bench.floor``) with
 ``--floor``. They take turns round by round (the order rotates) and are compared by medians.
 ``--sustain-minutes`` then drives jobhook on SQLite alone, a minute at a time, to show whether
-its rate holds as the store and its WAL grow.
+its rate and its tail hold as the store and its WAL grow: on the store of the rounds (the
+prefilled one) and on a fresh empty store (``--sustain-from``), the ``-wal`` file's size polled
+throughout each minute for its peak.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     import argparse
 
 HEADROOM = 1.5  # requests written per round, over the fastest rate the endpoint has shown
+WAL_POLL_SECONDS = 0.25
 
 
 RANDOM_IDS = "jobhook-random-ids"
@@ -48,10 +52,10 @@ RANDOM_IDS = "jobhook-random-ids"
 
 def _measure(
     service: procs.Service, prefix: Path, tag: str, count: int, args: argparse.Namespace,
-    seconds: float | None = None,
+    seconds: float | None = None, wal: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One wrk run of ``seconds`` (default ``args.seconds``) on fresh requests of the workload
-    (the random-ids variant for that row)."""
+    (the random-ids variant for that row); with ``wal``, that file's peak size while it ran."""
     seconds = args.seconds if seconds is None else seconds
     name = "random-ids" if service.name == RANDOM_IDS else args.workload
     kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, name)
@@ -59,8 +63,11 @@ def _measure(
     server = postgres_cpu_seconds() if service.name == "jobhook-pg" else 0.0
     cpu = service.cpu_seconds()
     load = os.getloadavg()[0]
-    figures = wrk.run(service.url + "/webhooks/reducto", prefix, connections=args.connections,
-                      seconds=seconds)  # fmt: skip
+    with WalPeak(wal) if wal is not None else contextlib.nullcontext() as peak:
+        figures = wrk.run(service.url + "/webhooks/reducto", prefix,
+                          connections=args.connections, seconds=seconds)  # fmt: skip
+    if peak is not None:
+        figures["wal_peak_bytes"] = peak.peak
     figures["cpu_us_per_request"] = (service.cpu_seconds() - cpu) / figures["requests"] * 1e6
     if service.name == "jobhook-pg":
         server = postgres_cpu_seconds() - server
@@ -69,6 +76,40 @@ def _measure(
     figures["kinds"] = kinds
     figures["quiesce_seconds"] = round(waited, 1)
     return figures
+
+
+class WalPeak:
+    """The largest size a WAL file reached while the block ran, polled from a thread every
+    ``interval`` seconds (and once on the way in and out).
+
+    The file's size at a minute's end is its peak only while nothing shrinks it: SQLite starts
+    a WAL over without truncating it, but ``journal_size_limit`` or a TRUNCATE checkpoint cuts
+    it back. Polled, the peak holds whatever the store's checkpoints do (to a poll's width)."""
+
+    def __init__(self, path: Path, interval: float = WAL_POLL_SECONDS) -> None:
+        self._path = path
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.peak = 0
+
+    def __enter__(self) -> WalPeak:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.peak = max(self.peak, self._path.stat().st_size)
 
 
 def postgres_cpu_seconds() -> float:
@@ -127,6 +168,48 @@ def _sqlite_size(db: Path) -> int:
     return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
 
 
+def _jobhook_sqlite(directory: Path, name: str = "jobhook") -> procs.Service:
+    """``jobhook serve`` on the SQLite store ``directory``/jobhook.db, on a free port: every
+    SQLite row and sustained run is served this one way."""
+    port = procs.free_port()
+    return procs.jobhook(directory, procs.jobhook_config(directory, port), port, name=name)
+
+
+def sustain(
+    service: procs.Service, db: Path, run: str, rate: float, work: Path,
+    args: argparse.Namespace,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """``args.sustain_minutes`` one-minute wrk runs on ``service`` (its store ``db``), each
+    written for the fastest rate seen so far (``rate`` before the first); each minute's
+    figures with the store's size and its WAL file's size at the end and peak."""
+    minutes: list[dict[str, Any]] = []
+    wal = Path(f"{db}-wal")
+    for minute in range(args.sustain_minutes):
+        count = int(rate * 60 * HEADROOM) + 1000
+        figures = _measure(service, work / "req", f"s-{run}-{minute}", count, args, 60, wal)
+        figures["store_bytes"] = _sqlite_size(db)
+        figures["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
+        minutes.append(figures)
+        rate = max(m["rps"] for m in minutes)
+        report.console.print(
+            f"  sustained ({run}) minute {minute + 1}/{args.sustain_minutes}: "
+            f"{figures['rps']:,.0f} req/s, p99 {figures['p99_us'] / 1000:.1f} ms, "
+            f"store {figures['store_bytes'] / 1e6:,.0f} MB (WAL "
+            f"{figures['wal_bytes'] / 2**20:,.0f} MiB, peak "
+            f"{figures['wal_peak_bytes'] / 2**20:,.0f}), load {figures['load_average']}"
+        )
+    return minutes
+
+
+def _sustain_empty(work: Path, rate: float, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The sustained run on a fresh, empty store of its own, served as the ``jobhook`` row is."""
+    directory = work / "empty"
+    directory.mkdir()
+    service = _jobhook_sqlite(directory, "jobhook-empty")
+    with running([service], {service.name: "/readyz"}):
+        return sustain(service, directory / "jobhook.db", "empty", rate, work, args)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     wrk.require_wrk()
     measured_on = ingest_report.commit()  # now: the services start from this code
@@ -147,19 +230,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     null_port, null_dir = procs.free_port(), work / "nullstore"
     null_dir.mkdir()
     services.append(procs.nullstore(work, procs.jobhook_config(null_dir, null_port), null_port))
-    port = procs.free_port()
-    jobhook = procs.jobhook(work, procs.jobhook_config(work, port), port)
+    jobhook = _jobhook_sqlite(work)
     services.append(jobhook)
     random_db = None
     if args.workload == "realistic":
-        random_dir, random_port = work / "random-ids", procs.free_port()
+        random_dir = work / "random-ids"
         random_dir.mkdir()
         random_db = random_dir / "jobhook.db"
         if jobs:
             source = ensure_prefilled(CACHE / file_name(jobs, "random"), jobs, "random")
             copy_store(source, random_db)
-        config = procs.jobhook_config(random_dir, random_port)
-        services.append(procs.jobhook(random_dir, config, random_port, name=RANDOM_IDS))
+        services.append(_jobhook_sqlite(random_dir, RANDOM_IDS))
     if args.no_postgres:
         pg, pg_url = None, "skipped (--no-postgres)"
     elif args.workload == "random-ids":
@@ -180,26 +261,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if pg is not None:
         sizes["jobhook-pg"] = {"before": _pg_size()}
     rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in services}
-    sustained: list[dict[str, Any]] = []
+    sustained: dict[str, list[dict[str, Any]]] = {}
+    runs = ("prefilled", "empty") if args.sustain_from == "both" else (args.sustain_from,)
     ready = {s.name: ("/" if s.name == "adnanh" else "/readyz") for s in services}
     with running(services, ready):
         best = take_turns(services, rounds, work, args)
         sizes["jobhook"]["after_rounds"] = _sqlite_size(db)
         if random_db is not None:
             sizes[RANDOM_IDS]["after"] = _sqlite_size(random_db)
-        for minute in range(args.sustain_minutes):
-            count = int(best["jobhook"] * 60 * HEADROOM) + 1000
-            figures = _measure(jobhook, work / "req", f"s{minute}", count, args, 60)
-            figures["store_bytes"] = _sqlite_size(db)
-            wal = Path(f"{db}-wal")
-            figures["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
-            sustained.append(figures)
-            report.console.print(
-                f"  sustained minute {minute + 1}/{args.sustain_minutes}: "
-                f"{figures['rps']:,.0f} req/s, p99 {figures['p99_us'] / 1000:.1f} ms, "
-                f"store {figures['store_bytes'] / 1e6:,.0f} MB "
-                f"(WAL {figures['wal_bytes'] / 1e6:,.0f}), load {figures['load_average']}"
-            )
+        if args.sustain_minutes and "prefilled" in runs:
+            sustained["prefilled"] = sustain(jobhook, db, "prefilled", best["jobhook"], work,
+                                             args)  # fmt: skip
+        if args.sustain_minutes and "empty" in runs:
+            # An empty store takes webhooks faster than a loaded one: its first minute is
+            # written for nullstore's rate, the ceiling of everything but the write.
+            rate = max(best["jobhook"], best.get("nullstore", 0.0))
+            sustained["empty"] = _sustain_empty(work, rate, args)
+            sizes["jobhook-empty"] = {
+                "before": 0,
+                "after": _sqlite_size(work / "empty" / "jobhook.db"),
+            }
     sizes["jobhook"]["after"] = _sqlite_size(db)
     if pg is not None:
         sizes["jobhook-pg"]["after"] = _pg_size()
@@ -232,6 +313,7 @@ def take_turns(
             figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args,
                                args.seconds)  # fmt: skip
             best[service.name] = max(best[service.name], figures["rps"])
+            figures["round"] = n  # rows are compared round by round: pair them by this
             rounds[service.name].append(figures)
             report.console.print(
                 f"  round {n + 1}/{args.rounds} {service.name}: {figures['rps']:,.0f} req/s, "
