@@ -74,6 +74,22 @@ class TestStoreContract:
         assert (again.status, again.completed, again.requeued) == ("duplicate", False, 0)
         assert [d.message_id for d in await store.deliveries_for(SOURCE, "job-1")] == ["m-1"]
 
+    async def test_a_message_id_reused_for_another_job_is_a_duplicate_and_makes_no_job(
+        self, store: Store
+    ) -> None:
+        """The dedupe key is the message id: a provider that reuses one for another job gets a
+        duplicate, and that job is not created (SQLite inserts it to learn its id, then takes it
+        back; PostgreSQL draws an id it never uses)."""
+        await store.ingest(news("job-1", msg="m-1"), ["files"])
+        reused = await store.ingest(news("job-2", msg="m-1"), ["files"])
+        assert (reused.status, reused.completed) == ("duplicate", False)
+        assert await store.get_job(SOURCE, "job-2") is None
+        assert [j.job.job_id for j in await store.list_jobs(JobFilter(), limit=10)] == ["job-1"]
+        later = await store.ingest(news("job-2", msg="m-2"), ["files"])
+        assert (later.status, later.completed) == ("accepted", True)
+        assert [d.message_id for d in await store.deliveries_for(SOURCE, "job-2")] == ["m-2"]
+        assert [d.message_id for d in await store.deliveries_for(SOURCE, "job-1")] == ["m-1"]
+
     async def test_the_completing_answer_says_how_long_the_job_took(self, store: Store) -> None:
         """What the job metrics observe, so a webhook's count needs no second read."""
         running = await store.ingest(news(state=State.RUNNING, msg="m0"), [])

@@ -242,3 +242,41 @@ async def test_replicas_batching_the_same_jobs_fail_none_and_complete_each_once(
     assert sum(r.status == "duplicate" for r in results) == len(jobs)
     assert sorted(c.job_id for c in completions) == sorted(jobs)
     assert [d.handler for d in dispatches] == ["a", "b"]
+
+
+async def test_a_job_first_seen_by_two_transactions_at_once_keeps_one_id(postgres_url: str) -> None:
+    """Two replicas see a new job at once under two messages: each draws an id, the second's
+    insert of the job waits for the first's and takes its row, and moves its delivery to that
+    job's id, so the job has one id and both deliveries."""
+    from receiver.store.postgres.ingest import Ingest, ingest_one
+
+    async with opened(postgres_url):
+        pass  # migrated
+    first, second = await asyncpg.connect(postgres_url), await asyncpg.connect(postgres_url)
+    done: asyncio.Future[IngestResult] = asyncio.get_running_loop().create_future()
+    try:
+        one, two = first.transaction(), second.transaction()
+        await one.start()
+        await ingest_one(
+            first, Ingest(ev("both", State.RUNNING, "m-a"), [], False, time.time(), done)
+        )
+        await two.start()
+        racing = asyncio.create_task(ingest_one(
+            second, Ingest(ev("both", State.SUCCEEDED, "m-b"), ["a"], False, time.time(), done)
+        ))  # fmt: skip
+        await asyncio.sleep(0.3)
+        assert not racing.done()  # waiting for the first's row of the job
+        await one.commit()
+        result = await racing
+        await two.commit()
+        ids = await first.fetch("SELECT DISTINCT job FROM deliveries WHERE job_id = 'both'")
+        job = await first.fetchval("SELECT id FROM jobs WHERE job_id = 'both'")
+        completed_for = await first.fetchval("SELECT job FROM completions WHERE job_id = 'both'")
+    finally:
+        await first.close()
+        await second.close()
+    assert (result.status, result.completed) == ("accepted", True)
+    assert [r[0] for r in ids] == [job] == [completed_for]
+    async with opened(postgres_url) as store:
+        deliveries = await store.deliveries_for("reducto", "both")
+    assert sorted(d.message_id for d in deliveries) == ["m-a", "m-b"]
