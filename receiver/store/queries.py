@@ -126,7 +126,7 @@ ORDER BY j.terminal_at LIMIT ?
 DELETE_DELIVERIES = "DELETE FROM deliveries WHERE job = ?"
 DELETE_DISPATCHES = "DELETE FROM dispatches WHERE completion_id = ?"
 DELETE_COMPLETION = "DELETE FROM completions WHERE id = ?"
-DELETE_JOB = sql.DELETE_JOB_BY_ID
+DELETE_JOB = "DELETE FROM jobs WHERE id = ?"
 
 DELIVERED_RESULTS = """
 SELECT c.id, c.result_path FROM completions c

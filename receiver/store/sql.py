@@ -31,8 +31,6 @@ JOB_KEY = "(SELECT id FROM jobs WHERE source = ? AND job_id = ?)"
 
 SELECT_JOB_ID = "SELECT id, state FROM jobs WHERE source = ? AND job_id = ?"
 
-DELETE_JOB_BY_ID = "DELETE FROM jobs WHERE id = ?"
-
 _INSERT_JOB_ROW = """
 INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
                   last_news_at, terminal_at, progress_done, progress_total, expected_pages,

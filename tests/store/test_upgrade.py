@@ -23,7 +23,7 @@ from receiver.models import Event, State
 from receiver.store.postgres.migrations import _CREATE_VERSIONS, POSTGRES_MIGRATIONS
 from receiver.store.postgres.store import PostgresStore
 from receiver.store.rows import JobFilter
-from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
+from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS, statements
 from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def _old_sqlite_store(db: Path, jobs: int) -> None:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("BEGIN")
         for script in SQLITE_MIGRATIONS[:12]:
-            for statement in _split(script):
+            for statement in statements(script):
                 conn.execute(statement)
         conn.execute("PRAGMA user_version=12")
         for statement in OLD_SQLITE_ROWS:
@@ -116,16 +116,6 @@ def _old_sqlite_store(db: Path, jobs: int) -> None:
         conn.execute("ANALYZE")
     finally:
         conn.close()
-
-
-def _split(script: str) -> list[str]:
-    out, pending = [], ""
-    for line in script.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            out.append(pending)
-            pending = ""
-    return out
 
 
 # The rows whose job id (jobhook's, new) is not the job their provider's keys name.

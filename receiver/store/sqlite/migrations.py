@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE jobs (
@@ -286,3 +288,18 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX completions_results ON completions (id) WHERE result_path IS NOT NULL;
     """,
 )
+
+
+def statements(script: str) -> list[str]:
+    """A migration's statements one by one, to run inside a transaction of the caller's
+    (``executescript`` would commit it first)."""
+    found: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            found.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        found.append(pending.strip())
+    return found

@@ -40,7 +40,7 @@ def ingest(
         and not db.execute(sql.INSERT_DELIVERY_ROW, codec.delivery_params(event, now, job)).rowcount
     ):
         if new_job:
-            db.execute(sql.DELETE_JOB_BY_ID, (job,))
+            db.execute(queries.DELETE_JOB, (job,))
             return IngestResult("duplicate", event.job_id, event.state)
         cursor = db.execute(sql.REQUEUE_DEAD_FOR_JOB, (now, now, job))
         return IngestResult("duplicate", event.job_id, State(known[1]), requeued=cursor.rowcount)

@@ -27,7 +27,7 @@ from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, ErrorBucket, Tim
 from receiver.store.sqlite import operations, writer
 from receiver.store.sqlite.checkpoint import Checkpointer
 from receiver.store.sqlite.group_commit import OFFLOAD_AT, GroupCommit
-from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
+from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS, statements
 from receiver.store.sqlite.ownership import StoreLock
 from receiver.store.sqlite.writer_client import WriterGoneError, WriterProcess
 
@@ -418,7 +418,7 @@ def _migrate(db: sqlite3.Connection) -> None:
                 if db.execute("PRAGMA user_version").fetchone()[0] >= number:
                     db.execute("COMMIT")
                     continue
-                for statement in _statements(script):
+                for statement in statements(script):
                     db.execute(statement)
                 broken = db.execute("PRAGMA foreign_key_check").fetchmany(5)
                 if broken:
@@ -436,17 +436,3 @@ def _migrate(db: sqlite3.Connection) -> None:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     finally:
         db.execute("PRAGMA foreign_keys=ON")
-
-
-def _statements(script: str) -> list[str]:
-    """``script``'s statements one by one (``executescript`` would commit the transaction)."""
-    statements: list[str] = []
-    pending = ""
-    for line in script.splitlines(keepends=True):
-        pending += line
-        if sqlite3.complete_statement(pending):
-            statements.append(pending.strip())
-            pending = ""
-    if pending.strip():
-        statements.append(pending.strip())
-    return statements
