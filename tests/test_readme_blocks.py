@@ -159,7 +159,8 @@ def run_background(code: str, cwd: Path, env: dict[str, str], port: int, where: 
             process.stdout.close()
 
 
-def run_block(code: str, cwd: Path, env: dict[str, str], where: str) -> str:
+def run_block(code: str, cwd: Path, env: dict[str, str], where: str) -> tuple[str, str]:
+    """The block's standard output and error (the error shown when a promise is not kept)."""
     process = subprocess.Popen(
         ["bash", "-c", code], cwd=cwd, env=env, start_new_session=True, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -179,7 +180,7 @@ def run_block(code: str, cwd: Path, env: dict[str, str], where: str) -> str:
         stop(process)  # anything the block left behind in the background
     assert process.returncode == 0, f"{where}: exit {process.returncode}\n{out}\n{err}"
     assert not left, f"{where}: {left}\n{out}\n{err}"
-    return out
+    return out, err
 
 
 @pytest.mark.parametrize("document", DOCUMENTS)
@@ -216,10 +217,13 @@ def test_shell_blocks_run_as_pasted(document: str, tmp_path: Path) -> None:
             run_background(code, copy, env, port, where)
             ran += 1
         elif kind == "run" and block.lang == "sh":
-            lines = run_block(code, copy, env, where).splitlines()
+            out, err = run_block(code, copy, env, where)
+            lines = out.splitlines()
             for promise in promises(block.code):
                 index = next((i for i, line in enumerate(lines) if kept(line, promise)), None)
-                assert index is not None, f"{where}: no line {promise!r} in\n" + "\n".join(lines)
+                assert index is not None, (
+                    f"{where}: no line {promise!r} in\n{out}\nstandard error:\n{err}"
+                )
                 lines = lines[index + 1 :]
             ran += 1
     assert ran, f"{document}: no block was run"
