@@ -168,6 +168,33 @@ def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
         time.sleep(0.02)
 
 
+def test_the_writer_process_imports_only_the_store_s_engine() -> None:
+    """The writer process runs ``receiver.store.sqlite.writer`` and unpickles operations of
+    ``receiver.store.sqlite.operations``: that is all it imports, and its resident memory counts
+    in the service's idle RSS. Neither the store's contract (``receiver.store.base``, loaded
+    at its first use) nor any third-party package but orjson may come with them."""
+    script = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import receiver.store.sqlite.writer, receiver.store.sqlite.operations\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True
+    ).stdout.split()
+    ours = sorted(m for m in loaded if m.split(".")[0] == "receiver")
+    assert ours == [
+        "receiver", "receiver.errors", "receiver.jsontext", "receiver.models", "receiver.store",
+        "receiver.store.circuits", "receiver.store.codec", "receiver.store.fields",
+        "receiver.store.history", "receiver.store.queries", "receiver.store.reprocesses",
+        "receiver.store.rows", "receiver.store.sql", "receiver.store.sqlite",
+        "receiver.store.sqlite.operations", "receiver.store.sqlite.writer",
+    ]  # fmt: skip
+    stdlib = set(sys.stdlib_module_names)
+    others = {m.split(".")[0] for m in loaded} - stdlib - {"receiver"}
+    assert others == {"orjson"}
+
+
 async def test_a_store_that_cannot_start_its_writer_process_does_not_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
