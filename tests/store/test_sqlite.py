@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import pickle
 import signal
@@ -16,10 +17,12 @@ from typing import TYPE_CHECKING
 
 import psutil  # type: ignore[import-untyped]
 import pytest
+import uvicorn.server
 
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, IngestResult, Progress, ResultRef, State
 from receiver.store.sqlite.store import SQLiteStore
+from receiver.store.sqlite.writer import IGNORED_SIGNALS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -121,16 +124,17 @@ async def test_a_writer_process_dying_mid_batch_fails_the_batch_and_the_next_one
         await store.close()
 
 
-async def test_the_writer_process_ignores_interrupts_and_stops_with_the_store(
+async def test_the_writer_process_ignores_the_service_s_signals_and_stops_with_the_store(
     tmp_path: Path,
 ) -> None:
-    """Ctrl-C reaches the whole process group; the service still writes while it stops."""
+    """``systemctl kill`` signals every process of the unit, the writer too: stop signals
+    (the service still writes while it stops) and SIGHUP (the service reloads and goes on)."""
     store = SQLiteStore(tmp_path / "s.db", offload_at=1)
     await store.open()
     pid = store._process.pid
     assert pid is not None
     try:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             os.kill(pid, signum)
         await asyncio.sleep(0.2)
         assert (await store.ingest(_event("after-signals"), [])).status == "accepted"
@@ -138,6 +142,93 @@ async def test_the_writer_process_ignores_interrupts_and_stops_with_the_store(
     finally:
         await store.close()
     assert _gone(pid)
+
+
+def test_the_writer_process_ignores_every_signal_the_service_handles() -> None:
+    """uvicorn stops on its handled signals and the service reloads on SIGHUP
+    (``receiver.service.app``): none of them may end the writer."""
+    handled = {*uvicorn.server.HANDLED_SIGNALS, signal.SIGHUP}
+    assert handled <= set(IGNORED_SIGNALS)
+
+
+HANGUPS = 3
+_UNDER_LOAD = """
+import asyncio, itertools, json, signal, sys
+from pathlib import Path
+import structlog
+from receiver.models import Event, State
+from receiver.store.sqlite.store import SQLiteStore
+
+async def main():
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    store = SQLiteStore(Path(sys.argv[1]), offload_at=1)  # every batch in the writer process
+    await store.open()
+    writer = store._process.pid
+    ids, done, failures = itertools.count(), [0], []
+    stop, hangups = asyncio.Event(), asyncio.Queue()
+    # As the service does: SIGHUP reloads, the process goes on.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, hangups.put_nowait, None)
+
+    async def sender():
+        while not stop.is_set():
+            n = next(ids)
+            event = Event(source="reducto", job_id=f"j-{n}", state=State.SUCCEEDED,
+                          provider_status="Completed", via="webhook", message_id=f"m-{n}")
+            try:
+                await store.ingest(event, ["files"])
+            except Exception as exc:
+                failures.append(repr(exc))
+            done[0] += 1
+
+    async def after(count):
+        mark = done[0] + count
+        while done[0] < mark:
+            await asyncio.sleep(0.001)
+
+    senders = [asyncio.create_task(sender()) for _ in range(16)]
+    await after(200)
+    print("loaded", writer, flush=True)
+    for n in range(HANGUPS):
+        await hangups.get()
+        await after(200)  # batches keep committing after the signal
+        print("hangup", n, flush=True)
+    stop.set()
+    await asyncio.gather(*senders)
+    alive = store._process.alive and store._process.pid == writer
+    await store.close()
+    print(json.dumps({"done": done[0], "failures": failures[:5], "same_writer": alive}))
+
+asyncio.run(main())
+""".replace("HANGUPS", str(HANGUPS))
+
+
+def test_a_sighup_to_the_process_group_under_load_fails_no_batch(tmp_path: Path) -> None:
+    """``kill -s HUP -- -PGID`` or a terminal's hangup reaches the whole group while webhooks
+    are being written: the service reloads, and its writer process commits on."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _UNDER_LOAD, str(tmp_path / "s.db")], start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    try:
+        words = process.stdout.readline().split()
+        assert words[:1] == ["loaded"], words
+        writer = int(words[1])
+        assert os.getpgid(writer) != process.pid  # a group of its own
+        for n in range(HANGUPS):
+            os.killpg(process.pid, signal.SIGHUP)
+            assert process.stdout.readline().split() == ["hangup", str(n)]
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    assert process.returncode == 0, err
+    outcome = json.loads(out)
+    assert outcome["failures"] == []
+    assert outcome["same_writer"]
+    assert outcome["done"] >= 200 * (HANGUPS + 1)
+    assert _gone(writer)
 
 
 def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:

@@ -17,10 +17,9 @@ The protocol, over a Unix socket pair, is frames of a 4-byte big-endian length a
 
 Its first frame says it is ready (``("ok", [])``) or why it could not open the database.
 It exits when the socket closes, which is also what happens when its parent dies, and
-ignores SIGINT and SIGTERM: a Ctrl-C or a stop signal reaches the whole process group, and
-the parent still writes while it shuts down. This module imports only what the process needs
-(its parent's end is ``receiver.store.sqlite.writer_client``): it is the process's whole footprint,
-with the operations it is sent (``receiver.store.sqlite.operations``).
+ignores the signals its parent handles (``IGNORED_SIGNALS``). This module imports only what
+the process needs (its parent's end is ``receiver.store.sqlite.writer_client``): it is the
+process's whole footprint, with the operations it is sent (``receiver.store.sqlite.operations``).
 """
 
 from __future__ import annotations
@@ -40,6 +39,13 @@ if TYPE_CHECKING:
 Op = tuple["Callable[..., Any]", tuple[Any, ...]]
 Reply = tuple[Any, ...]
 HEADER = 4
+IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The service's own signals: SIGINT and SIGTERM stop it, SIGHUP reloads its secrets.
+``systemctl kill`` sends them to every process of the unit, this one too, whose default action
+would end it and fail the batch in flight while the parent goes on writing (a reload) or still
+writes (a graceful stop). Signals to the service's process group (``kill -s HUP -- -PGID``, a
+terminal's Ctrl-C or hangup) do not reach it at all: its parent starts it in a group of its own,
+so none can end it before these are ignored either."""
 PRAGMAS = (
     "journal_mode=WAL",
     "synchronous=FULL",
@@ -114,7 +120,7 @@ def frame(reply: Reply) -> bytes:
 
 def serve(fd: int, path: str) -> int:
     """The writer process's loop: answer each batch on socket ``fd`` until it closes."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in IGNORED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     try:
