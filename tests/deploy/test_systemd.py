@@ -89,6 +89,12 @@ def test_systemd_unit_is_hardened_and_stops_with_sigterm(
     assert stop_timeout > systemd_settings.server.shutdown_grace_seconds
 
 
+def test_systemd_reload_sends_sighup_to_the_main_process(service: dict[str, list[str]]) -> None:
+    """``systemctl reload jobhook`` (the docs' runbook) needs an ExecReload=; jobhook reloads
+    its secrets on SIGHUP (tests/reliability/test_secret_rotation.py)."""
+    assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+
+
 def test_systemd_secrets_come_from_the_environment_file(service: dict[str, list[str]]) -> None:
     (env_file,) = service["EnvironmentFile"]
     assert env_file.lstrip("-") == "/etc/jobhook/jobhook.env"
