@@ -133,8 +133,10 @@ class GoogleJobAPI(JobAPI):
     """``operations.get`` with a bearer token from google-auth, and the shards from Cloud Storage.
 
     google-auth signs the token request (a JWT from the key) and parses the answer; its refresh
-    is blocking, so it runs in a thread, through a small httpx adapter rather than
-    ``google.auth.transport.requests`` (jobhook does not depend on requests).
+    is blocking, so it runs in a thread, and sends its requests through ``_LoopRequest``: on
+    the job API's own client, so the token endpoint is reached through ``[egress]`` (proxy, CA)
+    like every other call, and without ``google.auth.transport.requests`` (jobhook does not
+    depend on requests).
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -154,7 +156,8 @@ class GoogleJobAPI(JobAPI):
             soon = expiry is not None and expiry.timestamp() - time.time() < TOKEN_EARLY
             if not creds.token or soon:
                 try:
-                    await anyio.to_thread.run_sync(creds.refresh, cast("Any", _HttpxRequest()))
+                    request = cast("Any", _LoopRequest(self._client))
+                    await anyio.to_thread.run_sync(creds.refresh, request)
                 except Exception as exc:  # google.auth.exceptions.* and transport failures
                     raise ProviderError(
                         f"{self.source}: no access token: {type(exc).__name__}"
@@ -440,9 +443,13 @@ def _load_credentials(options: GcpOptions) -> Credentials:
     return found
 
 
-class _HttpxRequest:
-    """google-auth's transport ``Request`` over httpx (one short-lived client a refresh: a
-    token lives an hour, and the refresh runs in a worker thread)."""
+class _LoopRequest:
+    """google-auth's transport ``Request``, called in a worker thread, that sends each request
+    on the event loop with the job API's ``httpx.AsyncClient``: its ``[egress]`` proxy and trust
+    store, and no second pool."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
 
     def __call__(
         self,
@@ -456,11 +463,21 @@ class _HttpxRequest:
         from google.auth import exceptions
 
         try:
-            with httpx.Client(timeout=timeout or 30.0) as client:
-                answer = client.request(method, url, content=body, headers=headers)
+            answer = anyio.from_thread.run(self._send, method, url, body, headers, timeout or 30.0)
         except httpx.HTTPError as exc:
             raise exceptions.TransportError(type(exc).__name__) from exc  # type: ignore[no-untyped-call]
         return _HttpxResponse(answer)
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        headers: dict[str, str] | None,
+        seconds: float,
+    ) -> httpx.Response:
+        return await self._client.request(method, url, content=body, headers=headers,
+                                          timeout=seconds)  # fmt: skip
 
 
 class _HttpxResponse:

@@ -2,23 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import ssl
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
+import trustme
 
 from receiver.errors import ChecksumError, ProviderError, ResultTooLargeError
 from receiver.models import ResultRef, State
+from receiver.pipeline.egress import Egress
 from receiver.providers import get_provider
 from receiver.providers.google import GcpOptions, GoogleJobAPI
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.providers.ratelimit import RateLimiter
 from receiver.secret import Secret
 from receiver.sim.google import DocumentAISim
+from tests.pipeline.test_egress import _pipe, connect_proxy
 from tests.support import free_port, live_server
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from pathlib import Path
 
 google = get_provider("google-docai")
@@ -213,3 +220,48 @@ async def test_a_429_of_the_per_minute_quota_defers_the_budget_by_its_retry_afte
             await api.get_job(job_id)
     assert caught.value.retry_after == 60.0
     assert api.calls == {"200": 1, "429": 1}
+
+
+@contextlib.asynccontextmanager
+async def tls_in_front_of(port: int, cert: trustme.LeafCert) -> AsyncIterator[int]:
+    """A loopback TLS endpoint (Google's are https) passing its bytes to the plain server on
+    ``port``; yields its own port."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(context)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+    try:
+        yield listener.sockets[0].getsockname()[1]
+    finally:
+        listener.close()
+        await listener.wait_closed()
+
+
+async def test_the_token_is_refreshed_through_the_egress_proxy_trusting_its_ca(
+    tmp_path: Path,
+) -> None:
+    """The token endpoint is reached as the job API is: through ``[egress]``'s proxy (the only
+    way to docai.test here) and trusting its CA bundle (the only CA of that certificate)."""
+    ca = trustme.CA()
+    bundle = tmp_path / "corporate-ca.pem"
+    ca.cert_pem.write_to_path(str(bundle))
+    port = free_port()
+    async with tls_in_front_of(port, ca.issue_cert("docai.test")) as tls_port:
+        url = f"https://docai.test:{tls_port}"
+        sim = DocumentAISim(public_url=url, duration=0.0)
+        async with live_server(sim.app(), port=port), connect_proxy() as proxy:
+            egress = Egress(Secret(f"http://127.0.0.1:{proxy.port}"), ca_bundle=bundle)
+            async with httpx.AsyncClient(**egress.client_options()) as client:
+                with pytest.raises(JobNotFoundError):
+                    await _api(sim, url, client).get_job("sim-project:us:404")
+    assert len(sim.tokens) == 1
+    assert set(proxy.targets) == {f"docai.test:{tls_port}"}
+    assert [hit.path for hit in sim.hits][:1] == ["/token"]
