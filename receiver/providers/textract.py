@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -33,7 +34,7 @@ from receiver.providers.base import JobStatus, Provider, require_str
 from receiver.providers.jobapi import JobAPI, JobNotFoundError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import BinaryIO
 
     from receiver.models import Via
@@ -65,6 +66,8 @@ THROTTLED = frozenset(
 )
 GONE = "InvalidJobIdException"
 JSON_11 = "application/x-amz-json-1.1"
+ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_TEXTRACT", "AWS_ENDPOINT_URL")
+"""Where boto3 users point Textract elsewhere (LocalStack, a VPC endpoint), first found wins."""
 _REGION = re.compile(r"^[a-z]{2}(-[a-z0-9]+)+-[0-9]+$")
 _TOPIC = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]{1,20}:[0-9]{12}:[A-Za-z0-9_.-]{1,256}$")
 
@@ -122,6 +125,22 @@ class AwsSettings(BaseModel):
         return f"https://textract.{self.region}.amazonaws.com{suffix}"
 
 
+def configured_endpoint(environ: Mapping[str, str]) -> str | None:
+    """The Textract endpoint ``environ`` configures, read as boto3 reads it: the service's
+    variable, else the global one, neither when ``AWS_IGNORE_CONFIGURED_ENDPOINT_URLS`` is
+    true; ConfigError, naming the variable, for a value that is not an http(s) URL."""
+    if environ.get("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "").lower() == "true":
+        return None
+    for name in ENDPOINT_VARIABLES:
+        value = environ.get(name)
+        if not value:
+            continue
+        if not value.startswith(("https://", "http://")):
+            raise ConfigError(f"{name} must be an http(s) URL, like https://textract.example")
+        return value.rstrip("/")
+    return None
+
+
 def split_job_id(job_id: str, default: str) -> tuple[str, str]:
     """``(api, JobId)`` of a jobhook job id: ``JobId`` asks ``default``, ``API:JobId`` its API."""
     api, colon, bare = job_id.partition(":")
@@ -165,7 +184,11 @@ class Textract(Provider):
         return f"Textract(region={self.settings.region if self.settings else None!r})"
 
     def default_api_base_url(self) -> str | None:
-        return self.settings.endpoint if self.settings is not None else None
+        """Unless the source sets ``api_base_url``: the environment's endpoint as boto3 would
+        use it (``configured_endpoint``), else the region's."""
+        if self.settings is None:
+            return None
+        return configured_endpoint(os.environ) or self.settings.endpoint
 
     @property
     def default_api(self) -> str:

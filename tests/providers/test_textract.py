@@ -19,9 +19,17 @@ from receiver.pipeline.fields import extract_fields
 from receiver.providers import get_provider
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.providers.ratelimit import RateLimiter
-from receiver.providers.textract import AwsSettings, Textract, TextractJobAPI, ThrottledError
+from receiver.providers.textract import (
+    ENDPOINT_VARIABLES,
+    AwsSettings,
+    Textract,
+    TextractJobAPI,
+    ThrottledError,
+)
 from receiver.secret import Secret
+from receiver.service.app import create_app
 from receiver.sim.textract import TextractSim, running
+from tests.support import free_port, live_server
 from tests.textract_support import KEY_ID, REGION, SECRET_KEY, TOPIC, aws_env
 
 if TYPE_CHECKING:
@@ -207,7 +215,11 @@ def _config(tmp_path: Path, text: str) -> Any:
     return load_settings(path, environ={})
 
 
-def test_a_textract_source_signs_by_sns_and_needs_its_aws_table(tmp_path: Path) -> None:
+def test_a_textract_source_signs_by_sns_and_needs_its_aws_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ENDPOINT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     settings = _config(tmp_path, f'[sources.tx]\nprovider = "textract"\n[sources.tx.aws]\n'
                                  f'region = "{REGION}"\ntopic_arns = ["{TOPIC}"]\n')  # fmt: skip
     assert settings.sources["tx"].signature == "sns"
@@ -246,3 +258,61 @@ def test_without_the_aws_extra_startup_says_how_to_install_it(
         TextractJobAPI(source="tx", provider=Textract(AWS), base_url="https://x",
                        api_key=Secret(""), client=httpx.AsyncClient(),
                        limiter=RateLimiter(60))  # fmt: skip
+
+
+GLOBAL = "http://global.test:4566"
+SERVICE = "http://textract.test:4566"
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"AWS_ENDPOINT_URL": GLOBAL},
+        {"AWS_ENDPOINT_URL_TEXTRACT": SERVICE, "AWS_ENDPOINT_URL": GLOBAL},
+        {"AWS_ENDPOINT_URL_TEXTRACT": "", "AWS_ENDPOINT_URL": GLOBAL},
+        {"AWS_ENDPOINT_URL_S3": SERVICE},
+        {"AWS_ENDPOINT_URL_TEXTRACT": SERVICE, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "True"},
+        {"AWS_ENDPOINT_URL": GLOBAL, "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "false"},
+    ],
+)
+def test_the_endpoint_comes_from_the_environment_as_boto3_takes_it(
+    environ: dict[str, str], aws_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_ENDPOINT_URL", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    boto3_uses = boto3.client("textract", region_name=REGION).meta.endpoint_url
+    assert Textract(AWS).default_api_base_url() == boto3_uses
+
+
+def test_an_endpoint_variable_that_is_no_url_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL_TEXTRACT", "textract.test:4566")
+    with pytest.raises(ConfigError, match="AWS_ENDPOINT_URL_TEXTRACT must be an http"):
+        Textract(AWS).default_api_base_url()
+
+
+@pytest.mark.parametrize("api_base_url", [False, True])
+async def test_the_service_polls_the_environment_s_endpoint_unless_api_base_url_is_set(
+    api_base_url: bool,
+    sim: tuple[TextractSim, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, url = sim
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    # Without api_base_url the service's own variable wins over the global one; with it, the
+    # source's setting wins over both.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_TEXTRACT", nowhere if api_base_url else url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", nowhere)
+    base = f'api_base_url = "{url}"\n' if api_base_url else ""
+    settings = _config(tmp_path, f'[sources.tx]\nprovider = "textract"\n{base}[sources.tx.aws]\n'
+                                 f'region = "{REGION}"\ntopic_arns = ["{TOPIC}"]\n')  # fmt: skip
+    job_id = await asyncio.to_thread(_start, url, "DocumentAnalysis")
+    app = create_app(settings)
+    async with live_server(app):
+        status = await app.state.runtime.apis["tx"].get_job(job_id)
+    assert status.state in (State.RUNNING, State.SUCCEEDED)  # the simulator knows the job
