@@ -101,6 +101,7 @@ class TextractSim:
         region: str = "us-east-1",
         duration: float = 0.2,
         blocks: int = 2500,
+        pages: int = 3,
         requests_per_second: float = 10.0,
         throttle_every: int = 0,
         retention_seconds: float = 7 * 86_400,
@@ -112,6 +113,8 @@ class TextractSim:
         self.region = region
         self.duration = duration
         self.blocks = blocks
+        self.pages = pages
+        """Pages of each document: its ``DocumentMetadata.Pages`` and one ``PAGE`` block each."""
         self.interval = 1.0 / requests_per_second
         self.throttle_every = throttle_every
         self.throttle_next = 0
@@ -238,6 +241,7 @@ class TextractSim:
             payload.get("JobTag"),
             topic,
             time.time(),
+            pages=self.pages,
         )
         self.jobs[job.job_id] = job
         asyncio.get_running_loop().call_later(self.duration, self._finish, job)
@@ -255,7 +259,7 @@ class TextractSim:
             "FAILED" if "fail" in name else "PARTIAL_SUCCESS" if "partial" in name else "SUCCEEDED"
         )
         if job.status != "FAILED":
-            job.items = _items(job.api, self.blocks)
+            job.items = _items(job.api, self.blocks, job.pages)
         if job.topic is not None:
             self.sns.publish(job.topic, self.notification(job))
 
@@ -303,9 +307,8 @@ def _error(kind: str, message: str, *, status: int = 400) -> Response:
     )
 
 
-def _items(api: str, count: int) -> list[Any]:
-    """A finished job's list (blocks, expense documents or lending pages), ``count`` long for
-    blocks: the form ``FORM`` on the first page, then lines of words."""
+def _items(api: str, count: int, pages: int) -> list[Any]:
+    """A finished job's list: expense documents, lending pages, or ``_blocks``."""
     if api == "ExpenseAnalysis":
         return [
             {
@@ -349,64 +352,78 @@ def _items(api: str, count: int) -> list[Any]:
                 ],
             }
         ]
-    blocks: list[dict[str, Any]] = [
-        {"BlockType": "PAGE", "Id": "page-1", "Page": 1, "Confidence": 99.9, "Relationships": []}
-    ]
-    if api == "DocumentAnalysis":
-        for n, (key, value, key_conf, value_conf) in enumerate(FORM):
-            key_words = [
-                {
-                    "BlockType": "WORD",
-                    "Id": f"kw-{n}-{i}",
-                    "Text": word,
-                    "Page": 1,
-                    "Confidence": key_conf,
-                }
-                for i, word in enumerate(key.split())
-            ]
-            value_word = {
-                "BlockType": "WORD",
-                "Id": f"vw-{n}",
-                "Text": value,
-                "Page": 1,
-                "Confidence": value_conf,
-            }
-            blocks.append(
-                {
-                    "BlockType": "KEY_VALUE_SET",
-                    "Id": f"key-{n}",
-                    "Page": 1,
-                    "EntityTypes": ["KEY"],
-                    "Confidence": key_conf,
-                    "Relationships": [
-                        {"Type": "VALUE", "Ids": [f"value-{n}"]},
-                        {"Type": "CHILD", "Ids": [w["Id"] for w in key_words]},
-                    ],
-                }
-            )
-            blocks.append(
-                {
-                    "BlockType": "KEY_VALUE_SET",
-                    "Id": f"value-{n}",
-                    "Page": 1,
-                    "EntityTypes": ["VALUE"],
-                    "Confidence": value_conf,
-                    "Relationships": [{"Type": "CHILD", "Ids": [f"vw-{n}"]}],
-                }
-            )
-            blocks.extend([*key_words, value_word])
+    return _blocks(api, count, pages)
+
+
+def _blocks(api: str, count: int, pages: int) -> list[dict[str, Any]]:
+    """A document's blocks as Textract orders them: page by page, each page's ``PAGE`` block
+    (its ``CHILD`` relationship listing the page's lines and key-value sets) before the page's
+    own blocks; the form ``FORM`` on the first page (``DocumentAnalysis``), then lines spread
+    evenly over the pages. ``count`` blocks in all, or just the pages and the form when those
+    are more."""
+    form = _form_blocks() if api == "DocumentAnalysis" else []
+    lines = max(0, count - pages - len(form))
+    blocks: list[dict[str, Any]] = []
     n = 0
-    while len(blocks) < count:
+    for page in range(1, pages + 1):
+        own = list(form) if page == 1 else []
+        for _ in range(lines // pages + (1 if page <= lines % pages else 0)):
+            own.append({"BlockType": "LINE", "Id": f"line-{n}", "Text": f"line {n}",
+                        "Page": page, "Confidence": 99.0})  # fmt: skip
+            n += 1
+        children = [b["Id"] for b in own if b["BlockType"] in ("LINE", "KEY_VALUE_SET")]
+        relationships = [{"Type": "CHILD", "Ids": children}] if children else []
+        blocks.append({"BlockType": "PAGE", "Id": f"page-{page}", "Page": page,
+                       "Confidence": 99.9, "Relationships": relationships})  # fmt: skip
+        blocks.extend(own)
+    return blocks
+
+
+def _form_blocks() -> list[dict[str, Any]]:
+    """``FORM`` as key-value sets and their words, on page 1."""
+    blocks: list[dict[str, Any]] = []
+    for n, (key, value, key_conf, value_conf) in enumerate(FORM):
+        key_words = [
+            {
+                "BlockType": "WORD",
+                "Id": f"kw-{n}-{i}",
+                "Text": word,
+                "Page": 1,
+                "Confidence": key_conf,
+            }
+            for i, word in enumerate(key.split())
+        ]
+        value_word = {
+            "BlockType": "WORD",
+            "Id": f"vw-{n}",
+            "Text": value,
+            "Page": 1,
+            "Confidence": value_conf,
+        }
         blocks.append(
             {
-                "BlockType": "LINE",
-                "Id": f"line-{n}",
-                "Text": f"line {n}",
-                "Page": 1 + n % 3,
-                "Confidence": 99.0,
+                "BlockType": "KEY_VALUE_SET",
+                "Id": f"key-{n}",
+                "Page": 1,
+                "EntityTypes": ["KEY"],
+                "Confidence": key_conf,
+                "Relationships": [
+                    {"Type": "VALUE", "Ids": [f"value-{n}"]},
+                    {"Type": "CHILD", "Ids": [w["Id"] for w in key_words]},
+                ],
             }
         )
-        n += 1
+        blocks.append(
+            {
+                "BlockType": "KEY_VALUE_SET",
+                "Id": f"value-{n}",
+                "Page": 1,
+                "EntityTypes": ["VALUE"],
+                "Confidence": value_conf,
+                "Relationships": [{"Type": "CHILD", "Ids": [f"vw-{n}"]}],
+            }
+        )
+        blocks.extend([*key_words, value_word])
     return blocks
 
 

@@ -95,3 +95,27 @@ async def test_the_json_11_protocol_is_required(sim: tuple[TextractSim, str]) ->
         )
     assert answer.status_code == 400
     assert answer.json()["__type"] == "SerializationException"
+
+
+async def test_every_page_of_the_document_has_its_page_block_before_its_own_blocks(
+    sim: tuple[TextractSim, str],
+) -> None:
+    sim[0].pages = 4
+    _, answers = await asyncio.to_thread(_all_pages, sim[1])
+    blocks = [block for answer in answers for block in answer["Blocks"]]
+    assert len(blocks) == 2345
+    assert {answer["DocumentMetadata"]["Pages"] for answer in answers} == {4}
+    page_blocks = [block for block in blocks if block["BlockType"] == "PAGE"]
+    assert [block["Page"] for block in page_blocks] == [1, 2, 3, 4]
+    current = 0
+    for block in blocks:  # page by page, each page's PAGE block first
+        if block["BlockType"] == "PAGE":
+            assert block["Page"] == current + 1
+            current = block["Page"]
+        assert block["Page"] == current
+    for page in page_blocks:
+        (children,) = [r["Ids"] for r in page["Relationships"] if r["Type"] == "CHILD"]
+        expected = [b["Id"] for b in blocks if b["Page"] == page["Page"]
+                    and b["BlockType"] in ("LINE", "KEY_VALUE_SET")]  # fmt: skip
+        assert children == expected
+        assert children
