@@ -7,8 +7,11 @@ answers a ``BatchJob``, ``GET /v1/batch/jobs/{id}`` follows it (``QUEUED``, ``RU
 Lines), ``POST .../cancel`` cancels it; the finished job names an ``output_file`` (one line per
 request: ``{id, custom_id, response: {status_code, body}, error: null}``) and an
 ``error_file`` (``{id, custom_id, response: null, error: {code, message}}``), served by ``GET
-/v1/files/{id}/content`` until the retention passes (then 404). Bearer key, per-minute budget
-answered 429 with ``Retry-After``.
+/v1/files/{id}/content`` until the retention passes (then 404). ``GET /v1/batch/jobs`` lists
+the jobs as ``batch.jobs.list`` asks (``page``, ``page_size``, ``model``, ``agent_id``,
+``created_after``, ``status`` repeated, ``order_by`` ``created`` or ``-created``, and every other
+query parameter a ``metadata`` filter, as the SDK sends that mapping): ``{object: "list", total,
+data}``. Bearer key, per-minute budget answered 429 with ``Retry-After``.
 
 Outcomes: a request whose ``custom_id`` or document URL says ``corrupt`` fails (in the error
 file); a job whose metadata has ``"simulate": "timeout"`` ends ``TIMEOUT_EXCEEDED`` after
@@ -17,6 +20,7 @@ writing the requests it finished.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -33,6 +37,12 @@ if TYPE_CHECKING:
 
     from receiver.sim.clouds import CloudOptions
 
+STATUSES = ("QUEUED", "RUNNING", "SUCCESS", "FAILED", "TIMEOUT_EXCEEDED",
+            "CANCELLATION_REQUESTED", "CANCELLED")  # fmt: skip
+LIST_PARAMETERS = frozenset({"page", "page_size", "model", "agent_id", "created_after",
+                             "created_by_me", "status", "order_by"})  # fmt: skip
+"""The list's own query parameters; any other is a ``metadata`` key (the SDK's form style)."""
+MAX_PAGE_SIZE = 1000
 ENDPOINTS = ("/v1/ocr", "/v1/chat/completions", "/v1/embeddings", "/v1/fim/completions",
              "/v1/moderations", "/v1/chat/moderations", "/v1/classifications")  # fmt: skip
 
@@ -81,6 +91,7 @@ class MistralSim(PolledSim):
             Route("/v1/files/{file_id}", self._file, methods=["GET"]),
             Route("/v1/files/{file_id}/content", self._content, methods=["GET"]),
             Route("/v1/batch/jobs", self._create, methods=["POST"]),
+            Route("/v1/batch/jobs", self._list, methods=["GET"]),
             Route("/v1/batch/jobs/{job_id}", self._job, methods=["GET"]),
             Route("/v1/batch/jobs/{job_id}/cancel", self._cancel, methods=["POST"]),
         ])  # fmt: skip
@@ -205,6 +216,38 @@ class MistralSim(PolledSim):
         self.jobs[job.id] = job
         return self.answer(request, JSONResponse(self.body(job)))
 
+    async def _list(self, request: Request) -> Response:
+        """``GET /v1/batch/jobs``: the jobs that match, newest first unless asked, a page."""
+        if (refused := self._gate(request)) is not None:
+            return refused
+        query = request.query_params
+        try:
+            page = _integer(query.get("page", "0"), "page", 0)
+            size = _integer(query.get("page_size", "100"), "page_size", 1, MAX_PAGE_SIZE)
+            after = _timestamp(query["created_after"]) if "created_after" in query else None
+        except ValueError as exc:
+            return self._error(request, 422, str(exc))
+        statuses = query.getlist("status")
+        if any(s not in STATUSES for s in statuses):
+            return self._error(request, 422, f"status must be among {', '.join(STATUSES)}")
+        order = query.get("order_by", "-created")
+        if order not in ("created", "-created"):
+            return self._error(request, 422, "order_by must be 'created' or '-created'")
+        # created_by_me changes nothing: every job here is the one key holder's.
+        metadata = {k: v for k, v in query.multi_items() if k not in LIST_PARAMETERS}
+        found = [
+            job for job in self.jobs.values()
+            if ("model" not in query or job.model == query["model"])
+            and "agent_id" not in query  # no job here runs an agent
+            and (after is None or job.started > after)
+            and (not statuses or self.status(job) in statuses)
+            and all(str(job.metadata.get(k)) == v for k, v in metadata.items())
+        ]  # fmt: skip
+        found.sort(key=lambda job: job.started, reverse=order == "-created")
+        shown = found[page * size : (page + 1) * size]
+        answer = {"object": "list", "total": len(found), "data": [self.body(j) for j in shown]}
+        return self.answer(request, JSONResponse(answer))
+
     async def _job(self, request: Request) -> Response:
         job = self._find_job(request)
         return job if isinstance(job, Response) else self.answer(
@@ -241,6 +284,26 @@ class MistralSim(PolledSim):
         if found is None or (found.sample_type != "batch_request" and self.gone(found.created)):
             return self._error(request, 404, "File not found")
         return found
+
+
+def _integer(text: str, name: str, low: int, high: int | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer") from None
+    if value < low or (high is not None and value > high):
+        upper = f" and at most {high}" if high is not None else ""
+        raise ValueError(f"{name} must be at least {low}{upper}")
+    return value
+
+
+def _timestamp(text: str) -> float:
+    """An ISO 8601 date-time as the SDK sends it (``2026-01-02T03:04:05Z``), in Unix seconds."""
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("created_after must be an ISO 8601 date-time") from None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 def _fails(request: dict[str, Any]) -> bool:
