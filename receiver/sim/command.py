@@ -8,10 +8,12 @@ import click
 
 from receiver.errors import ConfigError
 from receiver.sim.clouds import CLOUDS
+from receiver.sim.options import refuse_unused
 from receiver.sim.shapes import SHAPES
 
 
 @click.command(short_help="Run a simulated provider API, for tests without an account.")
+@click.pass_context
 @click.option(
     "--provider",
     type=click.Choice(sorted([*SHAPES, *CLOUDS, "textract"])),
@@ -99,7 +101,7 @@ from receiver.sim.shapes import SHAPES
     type=click.IntRange(1),
     default=3,
     show_default=True,
-    help="Pages of each job's document (its progress counts them).",
+    help="Pages of each job's document (its progress counts them; textract: a PAGE block each).",
 )
 @click.option(
     "--result",
@@ -158,6 +160,7 @@ from receiver.sim.shapes import SHAPES
     help="google-docai: write the service-account key its token endpoint accepts here.",
 )
 def simulate(
+    ctx: click.Context,
     provider: str,
     host: str,
     port: int,
@@ -186,7 +189,11 @@ def simulate(
     throttle_every: int,
     key_out: Path | None,
 ) -> None:
-    """Run a simulated provider API (job endpoints, rate limits, signed webhooks)."""
+    """Run a simulated provider API (job endpoints, rate limits, signed webhooks).
+
+    An option the chosen provider's simulator does not use is refused (exit 2), not ignored.
+    """
+    refuse_unused(ctx, provider)
     from receiver.sim.serve import run, run_cloud
 
     try:
@@ -203,12 +210,13 @@ def simulate(
                 sns_endpoint=webhook_url,
                 duration=duration / speed,
                 blocks=blocks,
+                pages=pages,
                 throttle_every=throttle_every,
                 requests_per_second=(requests_per_minute or 600.0) / 60,
             )
             return
         if provider in CLOUDS:
-            run_cloud(provider, host=host, port=port, api_key=api_key, duration=duration,
+            run_cloud(provider, host=host, port=port, api_key=api_key, duration=duration / speed,
                       requests_per_minute=requests_per_minute, key_out=key_out)  # fmt: skip
             return
         run(
