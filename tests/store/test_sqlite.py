@@ -198,15 +198,20 @@ async def main():
     await store.close()
     print(json.dumps({"done": done[0], "failures": failures[:5], "same_writer": alive}))
 
-asyncio.run(main())
+if sys.argv[2] == "uvloop":
+    import uvloop
+    uvloop.run(main())
+else:
+    asyncio.run(main())
 """.replace("HANGUPS", str(HANGUPS))
 
 
-def test_a_sighup_to_the_process_group_under_load_fails_no_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])  # serve runs uvloop when installed
+def test_a_sighup_to_the_process_group_under_load_fails_no_batch(tmp_path: Path, loop: str) -> None:
     """``kill -s HUP -- -PGID`` or a terminal's hangup reaches the whole group while webhooks
     are being written: the service reloads, and its writer process commits on."""
     process = subprocess.Popen(
-        [sys.executable, "-c", _UNDER_LOAD, str(tmp_path / "s.db")], start_new_session=True,
+        [sys.executable, "-c", _UNDER_LOAD, str(tmp_path / "s.db"), loop], start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert process.stdout is not None

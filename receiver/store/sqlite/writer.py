@@ -44,8 +44,8 @@ IGNORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 ``systemctl kill`` sends them to every process of the unit, this one too, whose default action
 would end it and fail the batch in flight while the parent goes on writing (a reload) or still
 writes (a graceful stop). Signals to the service's process group (``kill -s HUP -- -PGID``, a
-terminal's Ctrl-C or hangup) do not reach it at all: its parent starts it in a group of its own,
-so none can end it before these are ignored either."""
+terminal's Ctrl-C or hangup) do not reach it at all: its parent starts it in a session (so a
+process group) of its own, and none can end it before these are ignored either."""
 PRAGMAS = (
     "journal_mode=WAL",
     "synchronous=FULL",

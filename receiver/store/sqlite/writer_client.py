@@ -66,7 +66,7 @@ class WriterProcess:
                 sys.executable, "-m", "receiver.store.sqlite.writer", str(theirs.fileno()),
                 str(self.path), pass_fds=(theirs.fileno(), *self.keep_fds),
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
-                process_group=0,  # signals to the service's group: see writer.IGNORED_SIGNALS
+                start_new_session=True,  # signals to the service's group: writer.IGNORED_SIGNALS
             )  # fmt: skip
         except OSError as exc:
             ours.close()
