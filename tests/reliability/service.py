@@ -22,10 +22,15 @@ if TYPE_CHECKING:
 class Service:
     """One service configuration on one port; every run appends its log lines to ``log``."""
 
-    def __init__(self, config: Path, log: Path, *, level: str = "info") -> None:
+    def __init__(
+        self, config: Path, log: Path, *, level: str = "info", own_session: bool = False
+    ) -> None:
         self.config = config
         self.log = log
         self.level = level
+        self.own_session = own_session
+        """Start it as a terminal's job is: leader of its own process group, which a test may
+        signal as a whole (``os.killpg(process.pid, ...)``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -44,6 +49,7 @@ class Service:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
+                start_new_session=self.own_session,
             )  # fmt: skip
         self.started_at = time.monotonic()
         self.starts += 1
