@@ -68,6 +68,8 @@ def preflight(
     for name, cfg in settings.sources.items():
         try:
             sources[name] = build_source(name, cfg)
+            if cfg.api_base_url is None:  # a default may come from the environment: checked too
+                sources[name].provider.default_api_base_url()
         except (ConfigError, ValueError) as exc:
             problems.append(f"sources.{name}: {exc}")
     handlers: dict[str, Handler] = {}

@@ -28,6 +28,7 @@ from receiver.providers.textract import (
 )
 from receiver.secret import Secret
 from receiver.service.app import create_app
+from receiver.service.preflight import preflight
 from receiver.sim.textract import TextractSim, running
 from tests.support import free_port, live_server
 from tests.textract_support import KEY_ID, REGION, SECRET_KEY, TOPIC, aws_env
@@ -316,3 +317,17 @@ async def test_the_service_polls_the_environment_s_endpoint_unless_api_base_url_
     async with live_server(app):
         status = await app.state.runtime.apis["tx"].get_job(job_id)
     assert status.state in (State.RUNNING, State.SUCCEEDED)  # the simulator knows the job
+
+
+def test_check_config_names_an_endpoint_variable_that_is_no_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What ``check-config`` accepts, ``serve`` starts: the environment's endpoint included."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "localhost:4566")
+    aws = f'[sources.tx.aws]\nregion = "{REGION}"\ntopic_arns = ["{TOPIC}"]\n'
+    config = tmp_path / "jobhook.toml"
+    config.write_text(f'data_dir = "{tmp_path}"\n[sources.tx]\nprovider = "textract"\n{aws}')
+    with pytest.raises(ConfigError, match=r"sources\.tx: AWS_ENDPOINT_URL must be an http"):
+        preflight(config, check_port=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://localhost:4566")
+    assert preflight(config, check_port=False).sources["tx"].provider.name == "textract"
