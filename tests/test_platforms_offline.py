@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx
+import pytest
 from landingai_ade import LandingAIADE
 from mistralai.client import Mistral
 from unstructured_client import UnstructuredClient
 from unstructured_client.models import operations, shared
 
+from receiver.client.aio import AsyncClient
 from receiver.config.load import load_settings
 from receiver.files import safe_name
 from receiver.service.app import create_app
+from receiver.service.runtime import load_handlers
 from receiver.sim.landingai import LandingAISim
 from receiver.sim.mistral import MistralSim
 from receiver.sim.unstructured import UnstructuredSim
@@ -26,6 +30,9 @@ from tests.support import live_server
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from receiver.client.models import JobDetail
+    from receiver.completion import Completion, Handler
 
 KEY = "platform-sim-key-0123456789"
 PDF = b"%PDF-1.7\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
@@ -256,3 +263,119 @@ async def test_a_single_use_result_cut_mid_download_is_result_consumed_and_never
     assert files[job_id]["result"] is None
     assert jobs[job_id]["error_code"] == "result_consumed"
     assert len([h for h in sim.hits if h.path.startswith("/outputs/")]) == 1
+
+
+class _Announcing:
+    """The configured file handler, announcing each completion once it has written it, so a
+    test waits on that instead of looking at the directory again and again."""
+
+    def __init__(self, inner: Handler) -> None:
+        self.name = inner.name
+        self._inner = inner
+        self.written: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._inner, attr)
+
+    async def handle(self, completion: Completion) -> None:
+        await self._inner.handle(completion)
+        self.written[completion.job_id].set()
+
+
+async def _run_jobhook_v2(
+    tmp_path: Path, sim_url: str, job_ids: list[str], table: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, JobDetail]]:
+    """Serve jobhook with a v2 source, track ``job_ids`` with the typed client as a pipeline
+    does, and wait for the file handler to have written each."""
+    settings = load_settings(_config(tmp_path, "landingai", sim_url, table=table),
+                             environ={"PLATFORM_KEY": KEY})  # fmt: skip
+    files = _Announcing(load_handlers(settings)["files"])
+    async with (
+        live_server(create_app(settings, handlers={"files": files})) as url,
+        AsyncClient(url, TOKEN) as jobhook,
+    ):
+        for job_id in job_ids:
+            await jobhook.track("landingai", job_id)
+        async with asyncio.timeout(20):
+            for job_id in job_ids:
+                await files.written[job_id].wait()
+        jobs = {job_id: await jobhook.get("landingai", job_id) for job_id in job_ids}
+    out = tmp_path / "out" / "landingai"
+    written = {j: json.loads((out / f"{safe_name(j)}.json").read_text()) for j in job_ids}
+    return written, jobs
+
+
+def _v2_parse(url: str, name: str, **options: Any) -> str:
+    with LandingAIADE(apikey=KEY, base_url=url, v2_base_url=url) as client:
+        return client.v2.parse_jobs.create(document=(name, PDF), **options).job_id
+
+
+V2 = '[sources.landingai.landingai]\napi_version = "v2"\n'
+
+
+@pytest.mark.parametrize("envelope", ["result", "data"])
+async def test_landingai_v2_parse_jobs_reach_the_file_handler_partial_failed_and_cancelled(
+    tmp_path: Path, envelope: Literal["result", "data"]
+) -> None:
+    sim = LandingAISim(api_key=KEY, duration=0.3, envelope=envelope)
+    async with live_server(sim.app()) as sim_url:
+        sim.public_url = sim_url
+        names = ["a.pdf", "torn-b.pdf", "corrupt-c.pdf", "stop-d.pdf"]
+        ids = [await asyncio.to_thread(_v2_parse, sim_url, n) for n in names]
+        files, jobs = await _run_jobhook_v2(tmp_path, sim_url, ids, V2)
+    whole, torn, broken, stopped = ids
+    assert [files[j]["state"] for j in ids] == ["succeeded", "partial", "failed", "cancelled"]
+    assert (files[torn]["error"], jobs[torn].job.error_code) == (
+        "pages 2, 3 failed to parse",
+        "pages_failed",
+    )
+    reason = "Document could not be processed: the file is corrupted"
+    if envelope == "result":
+        assert (files[broken]["error"], jobs[broken].job.error_code) == (
+            f"document_corrupted: {reason}",
+            "document_corrupted",
+        )
+        assert jobs[stopped].job.error_code == "job_cancelled"
+    else:  # the older envelope: failure_reason, no code
+        assert files[broken]["error"] == reason
+    assert _result(tmp_path, "landingai", whole)["markdown"] == "# a.pdf\n"
+    assert _result(tmp_path, "landingai", torn)["metadata"]["failed_pages"] == [2, 3]
+    # Polled at the v2 paths only.
+    assert {h.path.rsplit("/", 1)[0] for h in sim.hits if h.method == "GET"} == {"/v2/parse/jobs"}
+
+
+async def test_landingai_v2_zero_data_retention_output_url_is_fetched_once(
+    tmp_path: Path,
+) -> None:
+    sim = LandingAISim(api_key=KEY, duration=0.3)
+    async with live_server(sim.app()) as sim_url:
+        sim.public_url = sim_url
+        saved = {"output_save_url": "https://bucket.example/ade/"}
+        job_id = await asyncio.to_thread(_v2_parse, sim_url, "torn-zdr.pdf", **saved)
+        table = V2 + "zero_data_retention = true\n"
+        files, jobs = await _run_jobhook_v2(tmp_path, sim_url, [job_id], table)
+        async with httpx.AsyncClient() as client:
+            again = await client.get(f"{sim_url}/outputs/{sim.jobs[job_id].token}")
+    # The receipt at the top of the envelope names the failed pages; the result is fetched.
+    assert (files[job_id]["state"], jobs[job_id].job.error_code) == ("partial", "pages_failed")
+    assert _result(tmp_path, "landingai", job_id)["markdown"] == "# torn-zdr.pdf\n"
+    # jobhook's one fetch, then the test's own request, refused.
+    assert [h.status for h in sim.hits if h.path.startswith("/outputs/")] == [200, 404]
+    assert again.status_code == 404
+
+
+async def test_landingai_v2_extract_jobs_reach_the_file_handler(tmp_path: Path) -> None:
+    sim = LandingAISim(api_key=KEY, duration=0.3)
+    schema = {"type": "object", "properties": {"total": {"type": "number"}}}
+
+    def submit(url: str) -> str:
+        with LandingAIADE(apikey=KEY, base_url=url, v2_base_url=url) as client:
+            return client.v2.extract_jobs.create(markdown="# total 3", schema=schema).job_id
+
+    async with live_server(sim.app()) as sim_url:
+        job_id = await asyncio.to_thread(submit, sim_url)
+        table = V2 + 'jobs = "extract"\n'
+        files, _ = await _run_jobhook_v2(tmp_path, sim_url, [job_id], table)
+    assert files[job_id]["state"] == "succeeded"
+    result = _result(tmp_path, "landingai", job_id)
+    assert (result["extraction"], result["markdown"]) == ({"total": "simulated total"}, "# total 3")

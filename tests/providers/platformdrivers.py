@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from receiver.models import State
 from receiver.providers import get_provider
@@ -101,25 +101,38 @@ class UnstructuredDriver(PolledDriver):
 
 
 class LandingAIDriver(PolledDriver):
-    """LandingAI ADE's parse jobs; a partial parse is one with a failed page (``torn``)."""
+    """LandingAI ADE's v1 parse jobs; a partial parse is one with a failed page (``torn``)."""
 
-    states = (*REQUIRED_STATES, State.PARTIAL)
+    states: tuple[State, ...] = (*REQUIRED_STATES, State.PARTIAL)
     # completed, with failed pages in its metadata.
     job_reports = MappingProxyType({State.PARTIAL: State.SUCCEEDED})
+    api: Literal["v1", "v2"] = "v1"
 
     def __init__(self, sim: LandingAISim, clock: ManualClock, base_url: str) -> None:
         super().__init__(sim, clock, base_url)
         self.jobs = sim.jobs
-        self.provider = get_provider("landingai", table=LandingAIOptions(jobs="parse"))
+        self.provider = get_provider(
+            "landingai", table=LandingAIOptions(jobs="parse", api_version=self.api)
+        )
 
     async def job_in(self, state: State, *, metadata: dict[str, Any]) -> str:
-        name = {State.FAILED: "corrupt.pdf", State.PARTIAL: "torn.pdf"}.get(state, "doc.pdf")
+        name = {State.FAILED: "corrupt.pdf", State.PARTIAL: "torn.pdf",
+                State.CANCELLED: "stop.pdf"}.get(state, "doc.pdf")  # fmt: skip
         job_id = f"cjob_{uuid.uuid4().hex[:20]}"
-        self.jobs[job_id] = AdeJob(job_id, "parse", self.clock.time() - _ago(state), name, False)
+        self.jobs[job_id] = AdeJob(job_id, "parse", self.clock.time() - _ago(state), name, False,
+                                   api=self.api)  # fmt: skip
         return job_id
 
     def reword_job(self, body: Any, word: str) -> Any:
         return {**body, "status": word}
+
+
+class LandingAIV2Driver(LandingAIDriver):
+    """LandingAI ADE's v2 parse jobs (``client.v2.parse_jobs``): a partial parse names its failed
+    pages in ``result.metadata``; a document named ``stop`` ends ``cancelled``."""
+
+    states = (*REQUIRED_STATES, State.PARTIAL, State.CANCELLED)
+    api = "v2"
 
 
 class MistralDriver(PolledDriver):
@@ -199,6 +212,10 @@ def unstructured_driver() -> contextlib.AbstractContextManager[UnstructuredDrive
 
 def landingai_driver() -> contextlib.AbstractContextManager[LandingAIDriver]:
     return _polled_driver("landingai", LandingAISim, LandingAIDriver)
+
+
+def landingai_v2_driver() -> contextlib.AbstractContextManager[LandingAIV2Driver]:
+    return _polled_driver("landingai", LandingAISim, LandingAIV2Driver)
 
 
 def mistral_driver() -> contextlib.AbstractContextManager[MistralDriver]:

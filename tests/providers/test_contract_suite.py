@@ -18,6 +18,7 @@ from tests.providers.clouddrivers import azure_driver, google_driver, textract_d
 from tests.providers.configs import generic_for
 from tests.providers.platformdrivers import (
     landingai_driver,
+    landingai_v2_driver,
     llamaparse_driver,
     mistral_driver,
     unstructured_driver,
@@ -51,6 +52,7 @@ DRIVERS: dict[str, Opener] = {
                                   webhook_word="/progress/kind", webhook_metadata=NONE),
     "unstructured": unstructured_driver,
     "landingai": landingai_driver,
+    "landingai-v2": landingai_v2_driver,
     "mistral": mistral_driver,
     "llamaparse": llamaparse_driver,
 }  # fmt: skip

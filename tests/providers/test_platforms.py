@@ -95,6 +95,82 @@ def test_landingai_results_inline_by_url_single_use_and_failed_pages() -> None:
         plain.parse_webhook({"job_id": "j", "status": "completed"}, source="s", message_id="m")
 
 
+def test_landingai_v2_is_the_sources_setting_its_host_and_paths() -> None:
+    v1 = get_provider("landingai")
+    v2 = get_provider("landingai", table=LandingAIOptions(api_version="v2"))
+    extract = get_provider("landingai", table=LandingAIOptions(jobs="extract", api_version="v2"))
+    assert (v1.default_api_base_url(), v1.job_path("j")) == (
+        "https://api.va.landing.ai",
+        "/v1/ade/parse/jobs/j",
+    )
+    assert (v2.default_api_base_url(), v2.job_path("a/b")) == (
+        "https://api.ade.landing.ai",
+        "/v2/parse/jobs/a%2Fb",
+    )
+    assert extract.job_path("j") == "/v2/extract/jobs/j"
+
+
+@pytest.mark.parametrize("key", ["result", "data"])
+def test_landingai_v2_result_is_read_from_result_or_data(key: str) -> None:
+    v2 = get_provider("landingai", table=LandingAIOptions(api_version="v2"))
+    done = v2.parse_job({"status": "completed", key: {"markdown": "x"}}, source="s", job_id="j")
+    assert done.state is State.SUCCEEDED
+    assert done.result is not None
+    assert done.result.inline == {"markdown": "x"}
+
+
+def test_landingai_v2_failed_pages_in_the_result_or_the_receipt_make_it_partial() -> None:
+    v2 = get_provider("landingai", table=LandingAIOptions(api_version="v2"))
+    inline = {"status": "completed", "result": {"metadata": {"failed_pages": [2, 3]}}}
+    by_url = {"status": "completed", "output_url": "https://s3.example/o",
+              "metadata": {"failed_pages": [4]}}  # fmt: skip
+    for body, error in (
+        (inline, "pages 2, 3 failed to parse"),
+        (by_url, "pages 4 failed to parse"),
+    ):
+        status = v2.parse_job(body, source="s", job_id="j")
+        assert (status.state, status.error_code, status.error) == (
+            State.PARTIAL,
+            "pages_failed",
+            error,
+        )
+        assert status.result is not None
+
+
+def test_landingai_v2_error_code_is_the_jobs_error_code_and_failure_reason_its_text() -> None:
+    v2 = get_provider("landingai", table=LandingAIOptions(api_version="v2"))
+    failed = v2.parse_job({"status": "failed", "error": {"code": "document_corrupted",
+                           "message": "unreadable"}}, source="s", job_id="j")  # fmt: skip
+    assert (failed.state, failed.error_code, failed.error) == (
+        State.FAILED,
+        "document_corrupted",
+        "document_corrupted: unreadable",
+    )
+    older = v2.parse_job({"status": "failed", "failure_reason": "unreadable"}, source="s",
+                         job_id="j")  # fmt: skip
+    assert (older.state, older.error_code, older.error) == (State.FAILED, None, "unreadable")
+    cancelled = v2.parse_job({"status": "cancelled", "error": {"code": "job_cancelled"}},
+                             source="s", job_id="j")  # fmt: skip
+    assert (cancelled.state, cancelled.error_code) == (State.CANCELLED, "job_cancelled")
+
+
+def test_landingai_v2_output_url_comes_from_the_envelope_single_use_under_zdr() -> None:
+    zdr = get_provider(
+        "landingai", table=LandingAIOptions(api_version="v2", zero_data_retention=True)
+    )
+    body = {"status": "completed", "result": None, "output_url": "https://s3.example/o",
+            "metadata": {"failed_pages": []}}  # fmt: skip
+    status = zdr.parse_job(body, source="s", job_id="j")
+    assert status.result is not None
+    assert (status.state, status.result.url, status.result.single_use) == (
+        State.SUCCEEDED,
+        "https://s3.example/o",
+        True,
+    )
+    gone = zdr.parse_job({**body, "output_url": None}, source="s", job_id="j")
+    assert (gone.result, gone.error_code) == (None, "result_expired")
+
+
 def _config(tmp_path: Path, extra: str = "") -> Path:
     path = tmp_path / "jobhook.toml"
     path.write_text(
@@ -114,6 +190,17 @@ def test_polled_sources_need_no_secret_but_an_api_key(tmp_path: Path) -> None:
     (tmp_path / "jobhook.toml").write_text('[sources.m]\nprovider = "mistral"\n')
     with pytest.raises(ConfigError, match="is polled: it needs api_key"):
         load_settings(tmp_path / "jobhook.toml", environ={})
+
+
+def test_a_landingai_source_says_its_api_version_in_its_table(tmp_path: Path) -> None:
+    table = '[sources.landingai.landingai]\napi_version = "v2"\njobs = "extract"\n'
+    settings = load_settings(_config(tmp_path, table), environ={"KEY": "k"})
+    assert settings.sources["landingai"].landingai == LandingAIOptions(
+        jobs="extract", api_version="v2"
+    )
+    bad = '[sources.landingai.landingai]\napi_version = "v3"\n'
+    with pytest.raises(ConfigError, match=r"sources\.landingai\.landingai\.api_version"):
+        load_settings(_config(tmp_path, bad), environ={"KEY": "k"})
 
 
 async def test_a_forged_landingai_webhook_is_refused_and_changes_no_job(tmp_path: Path) -> None:

@@ -11,12 +11,14 @@ import httpx
 import landingai_ade
 import pytest
 from landingai_ade import LandingAIADE
+from landingai_ade.types.v2 import JobStatus, V2ExtractResult, V2ParseResponse
 from mistralai.client import Mistral
 from mistralai.client import errors as mistral_errors
 from unstructured_client import UnstructuredClient
 from unstructured_client.models import errors as unstructured_errors
 from unstructured_client.models import operations, shared
 
+from receiver.sim import ManualClock
 from receiver.sim.landingai import LandingAISim
 from receiver.sim.mistral import MistralSim
 from receiver.sim.unstructured import UnstructuredSim
@@ -165,6 +167,124 @@ async def test_landingai_sdk_parses_and_extracts_and_a_zdr_url_serves_once() -> 
             pytest.raises(landingai_ade.AuthenticationError),
         ):
             stranger.parse_jobs.get("any")
+
+    async with live_server(sim.app()) as url:
+        sim.public_url = url
+        await asyncio.to_thread(run, url)
+
+
+def _v2_client(url: str, key: str = KEY) -> LandingAIADE:
+    return LandingAIADE(apikey=key, base_url=url, v2_base_url=url, max_retries=0)
+
+
+async def test_landingai_sdk_v2_parse_and_extract_jobs_read_as_its_models() -> None:
+    clock = ManualClock()
+    sim = LandingAISim(api_key=KEY, duration=10.0, clock=clock.time)
+    schema = {"type": "object", "properties": {"total": {"type": "number"}}}
+
+    def run(url: str) -> None:
+        with _v2_client(url) as client:
+            parse = client.v2.parse_jobs.create(document=("a.pdf", b"%PDF"), model="dpt-2-latest")
+            torn = client.v2.parse_jobs.create(document=("torn.pdf", b"%PDF"))
+            extract = client.v2.extract_jobs.create(markdown="# total 3", schema=schema)
+            assert parse.status is JobStatus.PENDING
+            assert client.v2.parse_jobs.get(parse.job_id).status is JobStatus.PENDING
+            clock.advance(5.0)
+            assert client.v2.parse_jobs.get(parse.job_id).status is JobStatus.PROCESSING
+            clock.advance(5.0)
+            done = client.v2.parse_jobs.get(parse.job_id)
+            assert (done.status, done.error, done.metadata) == (JobStatus.COMPLETED, None, None)
+            parsed = V2ParseResponse.model_validate(done.raw["result"])
+            assert parsed.markdown == "# a.pdf\n"
+            assert parsed.metadata is not None
+            assert parsed.metadata.failed_pages == []
+            partial = V2ParseResponse.model_validate(
+                client.v2.parse_jobs.get(torn.job_id).raw["result"]
+            )
+            assert partial.metadata is not None
+            assert partial.metadata.failed_pages == [2, 3]
+            assert partial.structure is not None
+            assert [p.status for p in partial.structure.children] == ["ok", "failed", "failed"]
+            got = client.v2.extract_jobs.get(extract.job_id)
+            extracted = V2ExtractResult.model_validate(got.raw["result"])
+            assert (extracted.extraction, extracted.markdown) == (
+                {"total": "simulated total"},
+                "# total 3",
+            )
+            listed = client.v2.parse_jobs.list(page_size=1, status="completed")
+            assert ([j.job_id for j in listed], listed.has_more) == ([torn.job_id], True)
+            assert client.v2.parse_jobs.wait(parse.job_id).is_terminal
+
+    async with live_server(sim.app()) as url:
+        sim.public_url = url
+        await asyncio.to_thread(run, url)
+
+
+async def test_landingai_sdk_v2_failed_cancelled_and_the_older_envelope() -> None:
+    clock = ManualClock()
+    sim = LandingAISim(api_key=KEY, duration=1.0, clock=clock.time)
+
+    def run(url: str) -> None:
+        with _v2_client(url) as client:
+            broken = client.v2.parse_jobs.create(document=("corrupt.pdf", b"%PDF"))
+            stopped = client.v2.extract_jobs.create(markdown="# stop", schema={"type": "object"})
+            clock.advance(1.0)
+            failed = client.v2.parse_jobs.get(broken.job_id)
+            assert failed.status is JobStatus.FAILED
+            assert failed.error is not None
+            assert failed.error.code == "document_corrupted"
+            cancelled = client.v2.extract_jobs.get(stopped.job_id)
+            assert cancelled.status is JobStatus.CANCELLED
+            assert cancelled.error is not None
+            assert cancelled.error.code == "job_cancelled"
+            sim.envelope = "data"
+            older = client.v2.parse_jobs.get(broken.job_id)
+            assert "data" in older.raw
+            assert "error" not in older.raw
+            assert older.error is not None
+            assert (older.error.code, older.error.message) == (
+                None,
+                "Document could not be processed: the file is corrupted",
+            )
+
+    async with live_server(sim.app()) as url:
+        await asyncio.to_thread(run, url)
+
+
+async def test_landingai_sdk_v2_output_url_serves_once_and_ids_stay_with_their_version() -> None:
+    clock = ManualClock()
+    sim = LandingAISim(api_key=KEY, duration=1.0, clock=clock.time)
+
+    def run(url: str) -> None:
+        with _v2_client(url) as client, httpx.Client() as h:
+            zdr = client.v2.parse_jobs.create(
+                document_url="https://d.example/z.pdf", output_save_url="https://bucket.example/o"
+            )
+            v1 = client.parse_jobs.create(document=("a.pdf", b"%PDF"))
+            clock.advance(1.0)
+            held = client.v2.parse_jobs.get(zdr.job_id)
+            assert held.result is None
+            assert held.metadata is not None
+            assert held.metadata["page_count"] == 3
+            output_url = held.raw["output_url"]
+            assert isinstance(output_url, str)
+            first = h.get(output_url)
+            assert first.status_code == 200
+            assert V2ParseResponse.model_validate(first.json()).markdown == "# z.pdf\n"
+            assert h.get(output_url).status_code == 404
+            assert client.v2.parse_jobs.get(zdr.job_id).raw["output_url"] is None
+            with pytest.raises(landingai_ade.NotFoundError):
+                client.v2.parse_jobs.get(v1.job_id)
+            with pytest.raises(landingai_ade.NotFoundError):
+                client.parse_jobs.get(zdr.job_id)
+            with pytest.raises(landingai_ade.UnprocessableEntityError):
+                # What the SDK itself refuses to send, sent as the raw body.
+                client.v2.extract_jobs.create(markdown="# x", schema={}, extra_body={"schema": [1]})
+        with (
+            _v2_client(url, "wrong-key-0123") as stranger,
+            pytest.raises(landingai_ade.AuthenticationError),
+        ):
+            stranger.v2.parse_jobs.get(zdr.job_id)
 
     async with live_server(sim.app()) as url:
         sim.public_url = url
