@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import threading
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 import trustme
 import uvicorn
+from azure.storage.blob import BlobServiceClient, ContainerSasPermissions, generate_container_sas
 
 from receiver.service.serving import free_port
 from receiver.sim.azure_entra import EntraSim
@@ -86,26 +88,28 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
     port = free_port("127.0.0.1")
     workspace = tmp_path_factory.mktemp("azurite")
     proc = subprocess.Popen(
-        [command, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
-         str(workspace), "--inMemoryPersistence", "--disableTelemetry", "--skipApiVersionCheck",
-         "--loose"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [command, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+         "--disableTelemetry", "--skipApiVersionCheck", "--loose"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workspace,
     )  # fmt: skip
     assert proc.stdout is not None
     started = threading.Event()
     seen: list[str] = []
+    listening: list[bool] = []
 
     def watch() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
             seen.append(line)
             if "successfully listens" in line:
+                listening.append(True)
                 started.set()
-        started.set()  # ended: the wait below finds it not running
+        started.set()  # it ended: the check below says so
 
-    threading.Thread(target=watch, daemon=True).start()
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     try:
-        if not started.wait(60) or proc.poll() is not None:
+        if not started.wait(60) or not listening:
             raise RuntimeError("azurite did not start: " + "".join(seen)[-500:])
         yield Azurite(f"http://127.0.0.1:{port}/{ACCOUNT}")
     finally:
@@ -115,6 +119,8 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        watcher.join(10)
+        proc.stdout.close()
 
 
 class _Server(uvicorn.Server):
@@ -172,3 +178,18 @@ def app_certificate(ca: trustme.CA) -> bytes:
     cert = ca.issue_cert("jobhook-test-app", not_after=datetime.now(UTC) + timedelta(days=1),
                          key_type=trustme.KeyType.RSA)  # fmt: skip
     return cert.private_key_pem.bytes() + b"".join(p.bytes() for p in cert.cert_chain_pems)
+
+
+def container(azurite: Azurite, blobs: dict[str, bytes] | None = None) -> str:
+    """A new container (with ``blobs`` in it): its SAS URL."""
+    name = f"c{uuid.uuid4().hex[:12]}"
+    service = BlobServiceClient.from_connection_string(azurite.connection_string)
+    made = service.create_container(name)
+    for blob, data in (blobs or {}).items():
+        made.upload_blob(blob, data)
+    sas = generate_container_sas(
+        ACCOUNT, name, account_key=ACCOUNT_KEY,
+        permission=ContainerSasPermissions(read=True, list=True, write=True, create=True),
+        expiry=datetime.now(UTC) + timedelta(hours=1),
+    )  # fmt: skip
+    return f"{azurite.endpoint}/{name}?{sas}"
