@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 AZURITE_VERSION = "3.35.0"
-"""The pinned Azurite (.ci/run installs it): the last that runs on Node 20."""
+"""The Azurite .ci/run installs: a release that runs on Node 20 (3.37.0 needs Node 22)."""
 ACCOUNT = "devstoreaccount1"
 ACCOUNT_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
