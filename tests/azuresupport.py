@@ -76,9 +76,10 @@ def _azurite_command() -> str | None:
     return os.environ.get("JOBHOOK_AZURITE") or shutil.which("azurite-blob")
 
 
-@pytest.fixture(scope="session")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
-    """One Azurite Blob service for the session."""
+@contextlib.contextmanager
+def run_azurite(workspace: Path, *extra: str, scheme: str = "http") -> Iterator[Azurite]:
+    """Azurite's Blob service on a free loopback port for the block (skips, or fails under
+    ``JOBHOOK_REQUIRE_SERVICES=1``, where it is not installed)."""
     command = _azurite_command()
     if command is None:
         reason = f"azurite-blob is not installed (npm install --global azurite@{AZURITE_VERSION})"
@@ -86,10 +87,9 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
             pytest.fail(f"{reason}; JOBHOOK_REQUIRE_SERVICES=1 makes this test mandatory")
         pytest.skip(reason)
     port = free_port("127.0.0.1")
-    workspace = tmp_path_factory.mktemp("azurite")
     proc = subprocess.Popen(
         [command, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-         "--disableTelemetry", "--skipApiVersionCheck", "--loose"],
+         "--disableTelemetry", "--skipApiVersionCheck", "--loose", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=workspace,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -111,7 +111,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
     try:
         if not started.wait(60) or not listening:
             raise RuntimeError("azurite did not start: " + "".join(seen)[-500:])
-        yield Azurite(f"http://127.0.0.1:{port}/{ACCOUNT}")
+        yield Azurite(f"{scheme}://127.0.0.1:{port}/{ACCOUNT}")
     finally:
         proc.terminate()
         try:
@@ -121,6 +121,28 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
             proc.wait()
         watcher.join(10)
         proc.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """One Azurite Blob service for the session (plain HTTP, SAS and shared key)."""
+    with run_azurite(tmp_path_factory.mktemp("azurite")) as found:
+        yield found
+
+
+@pytest.fixture(scope="session")
+def azurite_oauth(tmp_path_factory: pytest.TempPathFactory, entra: Entra) -> Iterator[Azurite]:
+    """Azurite over TLS (the Entra simulator's CA) taking bearer tokens (``--oauth basic``:
+    a JWT's issuer, audience and lifetime are checked, not its signature); started only for
+    the tests that read a container with Entra ID tokens."""
+    workspace = tmp_path_factory.mktemp("azurite-oauth")
+    cert = entra.ca.issue_cert("127.0.0.1", "localhost")
+    certfile, keyfile = workspace / "cert.pem", workspace / "key.pem"
+    cert.cert_chain_pems[0].write_to_path(str(certfile))
+    cert.private_key_pem.write_to_path(str(keyfile))
+    with run_azurite(workspace, "--oauth", "basic", "--cert", str(certfile), "--key",
+                     str(keyfile), scheme="https") as found:  # fmt: skip
+        yield found
 
 
 class _Server(uvicorn.Server):

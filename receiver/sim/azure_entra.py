@@ -4,9 +4,12 @@
 ``client_assertion`` JWT as a certificate or workload identity sends) and its OpenID metadata
 at ``/{tenant}/v2.0/.well-known/openid-configuration``; ``GET /msi/token`` answers as App
 Service's managed identity endpoint (``IDENTITY_ENDPOINT``, header ``X-IDENTITY-HEADER``).
-Tokens are opaque and remembered with their audience (the scope without ``/.default``) and
+Tokens are shaped as Entra ID's (a JWT: ``iss`` ``https://sts.windows.net/{tenant}/``,
+``aud``, ``iat``/``nbf``/``exp``, ``appid``, ``tid``; signed by no key, so only what issued them
+can tell them valid) and remembered with their audience (the scope without ``/.default``) and
 expiry: the Document Intelligence simulator checks a bearer token with ``valid`` as it checks a
-key. An assertion's signature is not checked (its issuer and subject must be the client id).
+key, and Azurite (``--oauth basic``) reads their claims as it reads Entra ID's. An assertion's
+signature is not checked (its issuer and subject must be the client id).
 azure-identity takes only an https authority: serve this app with TLS (a test CA).
 """
 
@@ -61,9 +64,14 @@ class EntraSim:
         found = self.issued.get(token)
         return found is not None and found[0] == audience and found[1] > self.clock()
 
-    def _issue(self, audience: str) -> tuple[str, float]:
-        token = secrets.token_urlsafe(32)
-        self.issued[token] = (audience, self.clock() + self.lifetime)
+    def _issue(self, audience: str, tenant: str, client_id: str) -> tuple[str, float]:
+        now = int(self.clock())
+        claims = {"aud": audience, "iss": f"https://sts.windows.net/{tenant}/", "iat": now,
+                  "nbf": now, "exp": now + int(self.lifetime), "appid": client_id,
+                  "tid": tenant, "jti": secrets.token_urlsafe(16)}  # fmt: skip
+        token = ".".join(_part(p) for p in ({"typ": "JWT", "alg": "RS256"}, claims)) + "."
+        token += _part({"sig": secrets.token_urlsafe(32)})
+        self.issued[token] = (audience, now + self.lifetime)
         return token, self.lifetime
 
     async def _metadata(self, request: Request) -> JSONResponse:
@@ -99,7 +107,7 @@ class EntraSim:
         else:
             return _refuse("invalid_request", "AADSTS900144: no client credential")
         audience = scope.split()[0].removesuffix("/.default") if scope else ""
-        token, lifetime = self._issue(audience)
+        token, lifetime = self._issue(audience, request.path_params["tenant"], client_id)
         return JSONResponse({"token_type": "Bearer", "expires_in": int(lifetime),
                              "ext_expires_in": int(lifetime), "access_token": token})  # fmt: skip
 
@@ -111,7 +119,7 @@ class EntraSim:
         ):
             return JSONResponse({"error": "invalid header"}, status_code=401)
         resource = request.query_params.get("resource", "")
-        token, lifetime = self._issue(resource.rstrip("/"))
+        token, lifetime = self._issue(resource.rstrip("/"), "managed", "managed-identity")
         return JSONResponse({"access_token": token, "token_type": "Bearer",
                              "expires_on": str(int(self.clock() + lifetime)),
                              "resource": resource})  # fmt: skip
@@ -126,6 +134,10 @@ def _claims(assertion: str) -> dict[str, Any]:
     except (binascii.Error, ValueError):
         return {}
     return claims if isinstance(claims, dict) else {}
+
+
+def _part(value: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
 
 
 def _refuse(error: str, description: str) -> JSONResponse:

@@ -3,17 +3,30 @@ reads (only under the configured container, with its own credential)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import ssl
+import uuid
+from typing import TYPE_CHECKING
+
 import httpx
 import pytest
+from azure.storage.blob import BlobServiceClient
 
 from receiver.errors import ProviderError
 from receiver.models import State
 from receiver.providers import get_provider
-from receiver.providers.azure import AzureOptions
+from receiver.providers.azure import AzureJobAPI, AzureOptions
 from receiver.providers.azure_batch import BlobReader
 from receiver.providers.jobapi import JobNotFoundError
 from receiver.providers.ratelimit import RateLimiter
 from receiver.secret import Secret
+from tests.azuresupport import CLIENT_ID, CLIENT_SECRET, TENANT
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from tests.azuresupport import Azurite, Entra
 
 azure = get_provider("azure-docintel")
 RESULT = "7c1e2d3f-0a1b-4c5d-9e8f-112233445566"
@@ -156,3 +169,42 @@ async def test_only_blobs_in_the_container_are_read_with_its_sas() -> None:
     assert asked[0].headers["x-ms-version"]
     assert "Ocp-Apim-Subscription-Key" not in asked[0].headers
     assert "sig" not in str(denied.value)
+
+
+async def test_a_container_without_a_sas_is_read_with_an_entra_storage_token(
+    azurite_oauth: Azurite, entra: Entra, tmp_path: Path
+) -> None:
+    name = f"c{uuid.uuid4().hex[:12]}"
+    blobs = BlobServiceClient.from_connection_string(
+        azurite_oauth.connection_string, connection_verify=str(entra.ca_bundle)
+    )
+    blob = b'{"status":"succeeded","analyzeResult":{"modelId":"prebuilt-read"}}'
+    blobs.create_container(name).upload_blob("out/a.pdf.ocr.json", blob)
+    container = f"{azurite_oauth.endpoint}/{name}"
+    options = AzureOptions(
+        tenant_id=TENANT, client_id=CLIENT_ID, client_secret=Secret(CLIENT_SECRET),
+        authority=entra.authority, disable_instance_discovery=True,
+        result_container_url=Secret(container),  # type: ignore[arg-type]
+    )  # fmt: skip
+    provider = get_provider("azure-docintel", table=options)
+    details = [{"sourceUrl": "https://in.example/in/a.pdf", "status": "succeeded",
+                "resultUrl": f"{container}/out/a.pdf.ocr.json"},
+               {"sourceUrl": "https://in.example/in/b.pdf", "status": "failed"}]  # fmt: skip
+    job_id = f"prebuilt-read:batch:{RESULT}"
+    status = provider.parse_job(_batch(*details), source="az", job_id=job_id)
+    assert status.result is not None
+    context = ssl.create_default_context(cafile=entra.ca_bundle)
+    async with httpx.AsyncClient(verify=context, trust_env=False) as client:
+        api = AzureJobAPI(source="az", provider=provider, base_url="https://docintel.invalid",
+                          api_key=Secret("k" * 32), client=client,
+                          limiter=RateLimiter(6000, name="az"))  # fmt: skip
+        digest, size = await api.write_result(job_id, status.result, tmp_path / "batch.json")
+    written = (tmp_path / "batch.json").read_bytes()
+    assert (hashlib.sha256(written).hexdigest(), len(written)) == (digest, size)
+    document = json.loads(written)
+    assert document["operation"] == job_id
+    assert [f["status"] for f in document["files"]] == ["succeeded", "failed"]
+    assert document["files"][0]["result"]["analyzeResult"]["modelId"] == "prebuilt-read"
+    assert document["files"][1]["result"] is None
+    assert api.tokens is not None
+    assert api.tokens.requested == 1  # a storage token; the key was never sent to storage
