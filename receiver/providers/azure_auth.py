@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
+import structlog
 from pydantic import BeforeValidator
 
 from receiver import jsontext
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from azure.core.credentials_async import AsyncSupportsTokenInfo
     from azure.core.rest import HttpRequest
     from pydantic import ValidationInfo
+
+log = structlog.get_logger(__name__)
 
 DOCINTEL_SCOPE = "https://cognitiveservices.azure.com/.default"
 STORAGE_SCOPE = "https://storage.azure.com/.default"
@@ -122,6 +125,8 @@ class TokenSource:
                     + (f": {reason}" if reason else "")
                 ) from exc
             self._tokens[scope] = info
+            log.info("entra_token", source=self.source, scope=scope,
+                     expires_in=round(info.expires_on - now))  # fmt: skip
             token: str = info.token
             return token
 
