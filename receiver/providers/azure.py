@@ -18,6 +18,7 @@ from azure-identity, ``azure_auth``).
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import re
 import time
@@ -138,6 +139,14 @@ class AzureOptions(BaseModel):
             raise ValueError("client_secret and certificate are two credentials: give one")
         if (self.client_secret or self.certificate) and not (self.tenant_id and self.client_id):
             raise ValueError("a client_secret or certificate needs tenant_id and client_id")
+        entra = self.auth == "entra" or (
+            self.result_container_url is not None and not self.container_sas
+        )
+        if entra and not _installed("azure.identity"):
+            raise ValueError(
+                "Entra ID (auth = 'entra', or a result_container_url without a SAS) needs "
+                "jobhook[azure]: uv sync --extra azure"
+            )
         return self
 
     @property
@@ -395,6 +404,13 @@ class AzureDocIntel(Provider):
             error=text,
             error_code=code or ("skipped" if bad else None),
         )  # fmt: skip
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is not there either
+        return False
 
 
 def _no_query(url: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -137,3 +138,12 @@ def test_a_bad_entra_or_batch_table_is_refused_saying_why(
 ) -> None:
     with pytest.raises(ConfigError, match=says):
         _load(tmp_path, text)
+
+
+def test_entra_without_azure_identity_installed_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "azure", None)  # as where jobhook[azure] is not installed
+    text = '[sources.az]\nprovider = "azure-docintel"\napi_base_url = "https://a.example"\n'
+    with pytest.raises(ConfigError, match=r"needs jobhook\[azure\]"):
+        _load(tmp_path, text + '[sources.az.azure]\nauth = "entra"\n')
