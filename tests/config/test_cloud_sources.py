@@ -143,7 +143,9 @@ def test_a_bad_entra_or_batch_table_is_refused_saying_why(
 def test_entra_without_azure_identity_installed_is_refused_at_load(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "azure", None)  # as where jobhook[azure] is not installed
+    # As where jobhook[azure] is not installed (whether or not another test imported it).
+    monkeypatch.setitem(sys.modules, "azure", None)
+    monkeypatch.setitem(sys.modules, "azure.identity", None)
     text = '[sources.az]\nprovider = "azure-docintel"\napi_base_url = "https://a.example"\n'
     with pytest.raises(ConfigError, match=r"needs jobhook\[azure\]"):
         _load(tmp_path, text + '[sources.az.azure]\nauth = "entra"\n')
