@@ -10,6 +10,7 @@ import structlog
 from receiver.config.load import load_settings
 from receiver.config.settings import Settings
 from receiver.ops.log import configure_logging
+from tests.azuresupport import azurite, azurite_oauth, entra  # noqa: F401 (session fixtures)
 from tests.reliability.secretscan import pytest_runtest_makereport  # noqa: F401 (a hook)
 from tests.services import postgres_database
 from tests.support import SECRET

@@ -219,10 +219,17 @@ class SourceSettings(_Section):
             raise ValueError(f"an aws table is only for provider 'textract', not {self.provider!r}")
         if self.api_version is not None and self.provider != "knowhere":
             raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
-        if self.provider == "azure-docintel" and not (self.api_base_url and self.api_key):
+        # A source signing in with Entra ID (its table's auth = "entra") has no key.
+        keyless = getattr(self.table, "auth", None) == "entra"
+        if keyless and self.api_key is not None:
+            raise ValueError('auth = "entra" signs in with Entra ID tokens: remove api_key')
+        if self.provider == "azure-docintel" and not (
+            self.api_base_url and (self.api_key or keyless)
+        ):
             raise ValueError(
                 "provider 'azure-docintel' needs api_base_url (the resource's endpoint, "
-                "https://NAME.cognitiveservices.azure.com) and api_key (its key)"
+                "https://NAME.cognitiveservices.azure.com) and api_key (its key), or "
+                'auth = "entra" in its [azure] table'
             )
         found = provider_class(self.provider)  # the field check found it
         if found.job_auth != "api_key" and self.api_key is not None:
@@ -241,7 +248,7 @@ class SourceSettings(_Section):
             if getattr(self, name) is not None and name != table_name:
                 article = "an" if name[0] in "aeiou" else "a"
                 raise ValueError(f"{article} {name} table is not for provider {self.provider!r}")
-        if not found.webhooks and found.job_auth == "api_key" and not self.api_key:
+        if not found.webhooks and found.job_auth == "api_key" and not (self.api_key or keyless):
             raise ValueError(
                 f"provider {self.provider!r} is polled: it needs api_key (its API key)"
             )

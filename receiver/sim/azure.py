@@ -11,6 +11,18 @@ such answer (never on a 4xx refusal: azure-core would retry it). The key is
 which the answer is 429 with ``Retry-After: 1``. Results are kept ``retention`` seconds (24 h),
 then 404.
 
+Batches: ``POST .../documentModels/{modelId}:analyzeBatch`` with ``{azureBlobSource |
+azureBlobFileListSource, resultContainerUrl, resultPrefix, overwriteExisting}`` reads the
+documents from Blob Storage (the SAS URLs given: Azurite in tests) and answers 202 with
+``Operation-Location: .../analyzeBatchResults/{resultId}``; when it has run, each document's
+``{resultPrefix}{name}.ocr.json`` is written to the result container and ``GET`` answers
+``{resultId, status: succeeded, percentCompleted, result: {succeededCount, failedCount,
+skippedCount, details: [{sourceUrl, resultUrl, status, error}]}}`` — succeeded even when every
+file failed, as the service does. ``GET .../analyzeBatchResults`` lists a model's batches.
+
+A request signs in with the key, or with ``Authorization: Bearer`` and a token the Entra ID
+simulator (``receiver.sim.azure_entra``) issued for ``https://cognitiveservices.azure.com``.
+
 Documents: a PDF (``%PDF``), PNG, JPEG or TIFF is analysed; any other bytes are refused at once
 (400 ``InvalidContent``); a PDF without its ``%%EOF`` trailer (truncated) fails in the operation
 with the same code, as a corrupted file does.
@@ -30,16 +42,22 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from receiver.sim.azure_batch import BatchFile, BatchOperation, read_sources, write_result
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from starlette.requests import Request
 
+    from receiver.sim.azure_entra import EntraSim
     from receiver.sim.clouds import CloudOptions
+
+AUDIENCE = "https://cognitiveservices.azure.com"
 
 API_VERSIONS = ("2024-11-30", "2024-07-31-preview", "2024-02-29-preview")
 MODELS = ("prebuilt-read", "prebuilt-layout", "prebuilt-invoice", "prebuilt-receipt")
@@ -84,6 +102,8 @@ class Hit:
     method: str
     path: str
     status: int
+    auth: str = "key"
+    """How the request signed in: ``key`` or ``bearer``."""
 
 
 @dataclass
@@ -100,6 +120,9 @@ class AzureDocIntelSim:
     retention: float = 86_400.0
     clock: Callable[[], float] = time.monotonic
     operations: dict[str, Operation] = field(default_factory=dict)
+    batches: dict[str, BatchOperation] = field(default_factory=dict)
+    entra: EntraSim | None = None
+    """Where bearer tokens come from; None: only the key is accepted."""
     hits: list[Hit] = field(default_factory=list)
     _window: collections.deque[float] = field(default_factory=collections.deque)
 
@@ -108,6 +131,10 @@ class AzureDocIntelSim:
         base = "/documentintelligence/documentModels"
         return Starlette(routes=[
             Route(base + "/{model}:analyze", self._analyze, methods=["POST"]),
+            Route(base + "/{model}:analyzeBatch", self._analyze_batch, methods=["POST"]),
+            Route(base + "/{model}/analyzeBatchResults", self._batches, methods=["GET"]),
+            Route(base + "/{model}/analyzeBatchResults/{result}", self._batch,
+                  methods=["GET", "DELETE"]),
             Route(base + "/{model}/analyzeResults/{result}", self._result,
                   methods=["GET", "DELETE"]),
         ])  # fmt: skip
@@ -139,7 +166,7 @@ class AzureDocIntelSim:
         version = request.query_params["api-version"]
         self.operations[result_id] = Operation(
             result_id, model, version, self.clock(), _now(),
-            pages=max(1, document.count(b"/Type /Page") - document.count(b"/Type /Pages")),
+            pages=_pages(document),
             corrupt=document.startswith(b"%PDF") and b"%%EOF" not in document[-1024:],
         )  # fmt: skip
         origin = f"{request.url.scheme}://{request.url.netloc}"
@@ -169,10 +196,113 @@ class AzureDocIntelSim:
             body |= {"status": "succeeded", "analyzeResult": analyze_result(op)}
         return self._answer(request, JSONResponse(body))
 
+    async def _analyze_batch(self, request: Request) -> Response:
+        body = await request.body()
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        model = request.path_params["model"]
+        if model not in MODELS:
+            missing = ("ModelNotFound", "The requested model was not found.")
+            return self._error(request, 404, "NotFound", "Resource not found.", inner=missing)
+        try:
+            asked = json.loads(body)
+            source = asked.get("azureBlobSource") or asked.get("azureBlobFileListSource")
+            container = asked["resultContainerUrl"]
+            if not isinstance(source, dict) or not isinstance(container, str):
+                raise TypeError(container)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            wanted = ("InvalidParameter", "Specify azureBlobSource or azureBlobFileListSource, "
+                      "and resultContainerUrl.")  # fmt: skip
+            return self._error(request, 400, "InvalidRequest", "Invalid request.", inner=wanted)
+        try:
+            async with httpx.AsyncClient(timeout=10.0) as client:
+                files = await read_sources(client, source)
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            unread = ("InvalidContentSourceFormat",
+                      f"Cannot read the source container: {type(exc).__name__}")  # fmt: skip
+            return self._error(request, 400, "InvalidRequest", "Invalid request.", inner=unread)
+        result_id = str(uuid.uuid4())
+        version = request.query_params["api-version"]
+        self.batches[result_id] = BatchOperation(
+            result_id, model, version, self.clock(), _now(), result_container=container,
+            result_prefix=str(asked.get("resultPrefix") or ""),
+            overwrite=asked.get("overwriteExisting") is True, files=files,
+        )  # fmt: skip
+        origin = f"{request.url.scheme}://{request.url.netloc}"
+        location = (
+            f"{origin}{base_path(model)}/analyzeBatchResults/{result_id}?api-version={version}"
+        )
+        accepted = Response(status_code=202, headers={"Operation-Location": location})
+        return self._answer(request, accepted)
+
+    async def _batch(self, request: Request) -> Response:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        op = self.batches.get(request.path_params["result"])
+        if op is None or op.model_id != request.path_params["model"]:
+            return self._error(request, 404, "NotFound", "Resource not found.")
+        if self.clock() - op.started > self.retention:
+            return self._error(request, 404, "NotFound", "Resource not found.")
+        if request.method == "DELETE":
+            del self.batches[op.result_id]
+            return self._answer(request, Response(status_code=204))
+        if self.clock() - op.started >= self.duration and not op.finished:
+            await self._run(op)
+        return self._answer(request, JSONResponse(self._batch_body(op)))
+
+    async def _batches(self, request: Request) -> Response:
+        refused = self._gate(request)
+        if refused is not None:
+            return refused
+        model = request.path_params["model"]
+        value = [self._batch_body(op) for op in self.batches.values() if op.model_id == model]
+        return self._answer(request, JSONResponse({"value": value}))
+
+    async def _run(self, op: BatchOperation) -> None:
+        """Analyse each document and write its result blob (once, when the batch is done)."""
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            for file in op.files:
+                if not file.data.startswith(_MAGIC) or (
+                    file.data.startswith(b"%PDF") and b"%%EOF" not in file.data[-1024:]
+                ):
+                    file.status, file.error = "failed", CORRUPT
+                    continue
+                single = Operation(op.result_id, op.model_id, op.api_version, op.started,
+                                   op.created, pages=_pages(file.data), corrupt=False)  # fmt: skip
+                url = await write_result(client, op, file, analyze_result(single))
+                file.status, file.result_url = ("succeeded", url) if url else ("skipped", None)
+        op.finished = True
+
+    def _batch_body(self, op: BatchOperation) -> dict[str, Any]:
+        elapsed = self.clock() - op.started
+        body: dict[str, Any] = {"resultId": op.result_id, "createdDateTime": op.created,
+                                "lastUpdatedDateTime": _now()}  # fmt: skip
+        if not op.finished:
+            running = elapsed >= self.duration / 10
+            percent = min(99, int(100 * elapsed / self.duration)) if self.duration else 0
+            return body | {"status": "running" if running else "notStarted",
+                           "percentCompleted": percent}  # fmt: skip
+        details = [_detail(f) for f in op.files]
+        counts = {word: sum(f.status == word for f in op.files)
+                  for word in ("succeeded", "failed", "skipped")}  # fmt: skip
+        return body | {
+            "status": "succeeded", "percentCompleted": 100,
+            "result": {"succeededCount": counts["succeeded"], "failedCount": counts["failed"],
+                       "skippedCount": counts["skipped"], "details": details},
+        }  # fmt: skip
+
     def _gate(self, request: Request) -> Response | None:
-        """Key, rate and API version, in the service's order; a refusal, or None."""
+        """Key (or Entra ID token), rate and API version, in the service's order; a refusal,
+        or None."""
         key = request.headers.get("ocp-apim-subscription-key", "")
-        if not hmac.compare_digest(key.encode(), self.api_key.encode()):
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and self.entra is not None and not key:
+            if not self.entra.valid(token.strip(), AUDIENCE):
+                return self._error(request, 401, "401", "Access denied due to invalid bearer "
+                                   "token.")  # fmt: skip
+        elif not hmac.compare_digest(key.encode(), self.api_key.encode()):
             return self._error(request, 401, "401", "Access denied due to invalid subscription "
                                "key or wrong API endpoint. Make sure to provide a valid key for "
                                "an active subscription and use a correct regional API endpoint "
@@ -261,7 +391,9 @@ class AzureDocIntelSim:
             if self.retry_after != math.ceil(self.retry_after):
                 response.headers["retry-after-ms"] = str(round(self.retry_after * 1000))
         response.headers["apim-request-id"] = str(uuid.uuid4())
-        self.hits.append(Hit(self.clock(), request.method, request.url.path, response.status_code))
+        bearer = request.headers.get("authorization", "").lower().startswith("bearer ")
+        self.hits.append(Hit(self.clock(), request.method, request.url.path, response.status_code,
+                             "bearer" if bearer else "key"))  # fmt: skip
         return response
 
 
@@ -303,6 +435,19 @@ def analyze_result(op: Operation) -> dict[str, Any]:
             "boundingRegions": [{"pageNumber": 1, "polygon": [0, 0, 8.5, 0, 8.5, 11, 0, 11]}],
         }]  # fmt: skip
     return result
+
+
+def _pages(document: bytes) -> int:
+    return max(1, document.count(b"/Type /Page") - document.count(b"/Type /Pages"))
+
+
+def _detail(file: BatchFile) -> dict[str, Any]:
+    detail: dict[str, Any] = {"sourceUrl": file.source_url, "status": file.status}
+    if file.result_url:
+        detail["resultUrl"] = file.result_url
+    if file.error:
+        detail["error"] = file.error
+    return detail
 
 
 def _now() -> str:

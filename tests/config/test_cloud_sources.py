@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING
 
 import pytest
@@ -95,3 +96,56 @@ def test_a_google_key_that_is_no_service_account_key_is_refused(tmp_path: Path) 
     text = f'[sources.g]\nprovider = "google-docai"\n[sources.g.gcp]\ncredentials = "file:{key}"\n'
     with pytest.raises(ConfigError, match="service_account"):
         _load(tmp_path, text)
+
+
+def test_the_documented_entra_source_loads_with_no_key(tmp_path: Path) -> None:
+    text = _documented("### Entra ID instead of a key")
+    path = tmp_path / "jobhook.toml"
+    path.write_text(f'data_dir = "{tmp_path}"\n' + text)
+    settings = load_settings(path, environ={"AZURE_CLIENT_SECRET_JOBHOOK": "s" * 40})
+    source = settings.sources["az"]
+    assert source.api_key is None
+    assert source.table is not None
+    assert source.table.auth == "entra"  # type: ignore[attr-defined]
+    assert source.table.client_secret.reveal() == "s" * 40  # type: ignore[attr-defined]
+    assert "s" * 40 not in repr(source.table)
+
+
+def test_the_documented_batch_container_loads(tmp_path: Path) -> None:
+    sas = "https://acct.blob.core.windows.net/results?sv=2024-11-04&sr=c&sp=rl&sig=abc%3D"
+    text = AZURE + _documented("### Batch analysis")
+    path = tmp_path / "jobhook.toml"
+    path.write_text(f'data_dir = "{tmp_path}"\n' + text)
+    settings = load_settings(path, environ=ENV | {"AZURE_RESULTS_SAS_URL": sas})
+    table = settings.sources["az"].table
+    assert table.container_sas  # type: ignore[union-attr]
+    assert "sig=" not in repr(table)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (AZURE + '[sources.az.azure]\nauth = "entra"\n', "remove api_key"),
+        (AZURE + '[sources.az.azure]\nauth = "token"\n', "'key' or 'entra'"),
+        (AZURE + '[sources.az.azure]\nclient_secret = "x"\n', "needs tenant_id and client_id"),
+        (AZURE + '[sources.az.azure]\nauthority = "http://login.example"\n', "https URL"),
+        (AZURE + '[sources.az.azure]\nresult_container_url = "https://a.example/"\n',
+         "name the container"),
+    ],
+)  # fmt: skip
+def test_a_bad_entra_or_batch_table_is_refused_saying_why(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    with pytest.raises(ConfigError, match=says):
+        _load(tmp_path, text)
+
+
+def test_entra_without_azure_identity_installed_is_refused_at_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As where jobhook[azure] is not installed (whether or not another test imported it).
+    monkeypatch.setitem(sys.modules, "azure", None)
+    monkeypatch.setitem(sys.modules, "azure.identity", None)
+    text = '[sources.az]\nprovider = "azure-docintel"\napi_base_url = "https://a.example"\n'
+    with pytest.raises(ConfigError, match=r"needs jobhook\[azure\]"):
+        _load(tmp_path, text + '[sources.az.azure]\nauth = "entra"\n')
