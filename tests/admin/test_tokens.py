@@ -12,43 +12,13 @@ import pytest
 from receiver.config.load import load_settings
 from receiver.service.app import create_app
 from receiver.service.reload import Reloader
-from tests.adminsupport import TOKEN, deliver
+from tests.adminsupport import SECRETS, TOKEN, deliver, token_config
 from tests.services import postgres_database
 from tests.support import SECRET, live_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
-
-SECRETS = {"viewer": "read-secret-0c9d", "pipeline": "track-secret-77ab",
-           "ops": "operate-secret-5e21", "boss": "admin-secret-9f03"}  # fmt: skip
-ROLES = {"viewer": "read", "pipeline": "track", "ops": "operate", "boss": "admin"}
-
-
-def token_config(tmp_path: Path, *, store: str = "", extra_server: str = "") -> Path:
-    tokens = "".join(
-        f'[[server.tokens]]\nname = "{name}"\nrole = "{ROLES[name]}"\nsecrets = ["{secret}"]\n'
-        for name, secret in SECRETS.items()
-    )
-    config = tmp_path / "jobhook.toml"
-    config.write_text(
-        f"""
-data_dir = "{tmp_path / "data"}"
-[server]
-{extra_server}
-{f'[store]{chr(10)}url = "{store}"' if store else ""}
-[sources.reducto]
-provider = "reducto"
-secrets = ["{SECRET}"]
-[[handlers]]
-name = "files"
-type = "file"
-dir = "{tmp_path / "out"}"
-{tokens}
-""",
-        encoding="utf-8",
-    )
-    return config
 
 
 @contextlib.asynccontextmanager
