@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
-from receiver.store import audit, circuits, codec, fields, history, queries, reprocesses, sql
+from receiver.store import circuits, codec, fields, history, queries, reprocesses, sql
 
 if TYPE_CHECKING:
     import sqlite3
@@ -83,6 +83,12 @@ def execute(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> None:
 def changed(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:
     """One statement; how many rows it changed."""
     return db.execute(query, params).rowcount
+
+
+def inserted_id(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:
+    """One ``INSERT ... RETURNING id``; the id."""
+    new_id: int = db.execute(query, params).fetchone()[0]
+    return new_id
 
 
 def claim_completions(
@@ -195,11 +201,6 @@ def _probes(
 
 def claim_reprocess(db: sqlite3.Connection, params: Sequence[Any]) -> bool:
     return db.execute(reprocesses.CLAIM, params).fetchone() is not None
-
-
-def audit_start(db: sqlite3.Connection, params: Sequence[Any]) -> int:
-    audit_id: int = db.execute(audit.INSERT, params).fetchone()[0]
-    return audit_id
 
 
 def purge(db: sqlite3.Connection, before: float, limit: int) -> tuple[int, list[str]]:

@@ -295,7 +295,7 @@ class SQLiteStore(Store):
         return reprocesses.row(rows[0]) if rows else None
 
     async def audit_start(self, entry: AuditEntry) -> int:
-        return await self._write(operations.audit_start, audit.insert_params(entry))
+        return await self._write(operations.inserted_id, audit.INSERT, audit.insert_params(entry))
 
     async def audit_finish(
         self, audit_id: int, outcome: str, *, jobs: int | None, ref: str | None, now: float
