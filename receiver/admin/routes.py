@@ -74,18 +74,20 @@ def guarded(endpoint: Endpoint, needed: Role, *, audited: bool) -> Endpoint:
             return unauthorized()
         request.state.principal = who
         if not who.may(needed):
-            log.warning("admin_forbidden", path=request.url.path, token=who.name,
+            log.warning("admin_forbidden", path=request.url.path, caller=who.name,
                         role=who.role.label, needs=needed.label)  # fmt: skip
             await audit.refused(request, who, action, "forbidden")
             return forbidden(who, needed)
-        if not audited:
-            return await endpoint(request)
-        target = await audit.target_of(request)
-        if target is None:  # a dry run changes nothing
-            return await endpoint(request)
-        return await audit.run_audited(  # type: ignore[no-any-return]
-            request, who, action, target, lambda: endpoint(request)
-        )
+        # The call's own log lines say whose it was (each request runs in its own task).
+        with structlog.contextvars.bound_contextvars(caller=who.name):
+            if not audited:
+                return await endpoint(request)
+            target = await audit.target_of(request)
+            if target is None:  # a dry run changes nothing
+                return await endpoint(request)
+            return await audit.run_audited(  # type: ignore[no-any-return]
+                request, who, action, target, lambda: endpoint(request)
+            )
 
     guard.needed = needed  # type: ignore[attr-defined]
     return guard

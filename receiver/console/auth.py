@@ -74,7 +74,7 @@ async def login(request: Request) -> Response:
         return _form(request, "That token is not one of this service's tokens.", 401)
     response = RedirectResponse(safe_next(form.get("next")), 303)
     sessions.set_cookie(request, response, who)
-    log.info("console_login", token=who.name, role=who.role.label, client=client)
+    log.info("console_login", caller=who.name, role=who.role.label, client=client)
     return response
 
 
