@@ -275,7 +275,9 @@ def openapi() -> str:
         for method, op in operations.items():
             open_route = op.get("security") == []
             lines += [f"### `{method.upper()} {path}`", "", op.get("summary", "")]
-            lines += ["", "Open: no token." if open_route else "Needs the bearer token.", ""]
+            role = op.get("x-jobhook-role")
+            needs = f"Needs a token with the `{role}` role or above." if role else "Needs a token."
+            lines += ["", "Open: no token." if open_route else needs, ""]
             params = op.get("parameters", [])
             if params:
                 lines += ["| parameter | in | schema | what |", "|---|---|---|---|"]

@@ -48,6 +48,38 @@ dir = "{tmp_path / "out"}"
     return load_settings(config, environ={})
 
 
+SECRETS = {"viewer": "read-secret-0c9d", "pipeline": "track-secret-77ab",
+           "ops": "operate-secret-5e21", "boss": "admin-secret-9f03"}  # fmt: skip
+ROLES = {"viewer": "read", "pipeline": "track", "ops": "operate", "boss": "admin"}
+
+
+def token_config(tmp_path: Path, *, store: str = "", extra_server: str = "") -> Path:
+    """One Reducto source, a file handler and four named tokens, one of each role."""
+    tokens = "".join(
+        f'[[server.tokens]]\nname = "{name}"\nrole = "{ROLES[name]}"\nsecrets = ["{secret}"]\n'
+        for name, secret in SECRETS.items()
+    )
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f"""
+data_dir = "{tmp_path / "data"}"
+[server]
+{extra_server}
+{f'[store]{chr(10)}url = "{store}"' if store else ""}
+[sources.reducto]
+provider = "reducto"
+secrets = ["{SECRET}"]
+[[handlers]]
+name = "files"
+type = "file"
+dir = "{tmp_path / "out"}"
+{tokens}
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
 async def deliver(
     client: httpx.AsyncClient,
     job_id: str,

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
+from receiver.admin import audit
 from receiver.admin import query as jobquery
 from receiver.admin.jobs import Name, read_model, store_of
 from receiver.store.bulk import ReplayFilter
@@ -99,9 +99,10 @@ async def replay_jobs(request: Request) -> JSONResponse:
     store = store_of(request)
     if body.dry_run:
         return JSONResponse({"dry_run": True, "count": await store.count_replayable(f)})
-    replay_id = body.replay_id or uuid.uuid4().hex[:16]
+    replay_id = body.replay_id or audit.call_id(request)
     after = int(body.cursor) if body.cursor else 0
     requeued, cursor = await requeue(store, f, after_id=after, limit=body.limit)
+    audit.touched(request, requeued)
     if requeued:
         request.app.state.runtime.dispatcher.wake()
     log.info("jobs_replayed", replay_id=replay_id, requeued=requeued, done=cursor is None,

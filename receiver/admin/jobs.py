@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from starlette.responses import JSONResponse
 
 from receiver import jsontext
+from receiver.admin import audit
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
 from receiver.errors import PayloadError, RejectedError, UnknownSourceError
@@ -147,6 +148,7 @@ async def track_job(request: Request) -> JSONResponse:
     )
     await request.app.state.ingestor.ingest(event)
     request.app.state.runtime.poller.wake()  # its first poll may be due at once
+    audit.touched(request, 1)
     log.info("job_tracked", source=body.source, job_id=job_id)
     detail = await jobviews.job_detail(store_of(request), body.source, job_id)
     assert detail is not None
@@ -173,6 +175,7 @@ async def replay_job(request: Request) -> JSONResponse:
         handler=body.handler,
         include_succeeded=body.include_succeeded,
     )
+    audit.touched(request, count)
     if count:
         request.app.state.runtime.dispatcher.wake()
     log.info("job_replayed", source=source, job_id=job_id, handler=body.handler, requeued=count)

@@ -10,13 +10,13 @@ budget) and answers ``next_cursor`` while more are selected; the CLI calls until
 from __future__ import annotations
 
 import collections
-import uuid
 from typing import TYPE_CHECKING, Annotated, Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
+from receiver.admin import audit
 from receiver.admin import query as jobquery
 from receiver.admin.jobs import Name, UnknownJobError, read_model, store_of
 from receiver.errors import RejectedError, UnknownSourceError
@@ -191,10 +191,11 @@ async def reprocess_jobs(request: Request) -> JSONResponse:
     after = _cursor_key(body)
     if body.dry_run:
         return JSONResponse(await _dry_run(request, body, f))
-    reprocess_id = body.reprocess_id or uuid.uuid4().hex[:16]
+    reprocess_id = body.reprocess_id or audit.call_id(request)
     rows, following = await _page(store_of(request), body, f, after, body.limit or PER_CALL)
     outcomes = await _each(_reprocessor(request), rows, force=body.force)
     answer = _summary(outcomes)
+    audit.touched(request, answer["submitted"])
     log.info("jobs_reprocessed", reprocess_id=reprocess_id, submitted=answer["submitted"],
              failed=answer["failed"], done=following is None)  # fmt: skip
     next_cursor = None
@@ -211,6 +212,7 @@ async def reprocess_job(request: Request) -> JSONResponse:
     if row is None:
         raise UnknownJobError("unknown_job", f"no job {job_id!r} of source {source!r}")
     outcome = await _reprocessor(request).reprocess(row, force=body.force)
+    audit.touched(request, int(outcome.status == "submitted"))
     if outcome.status == "not_reprocessable":
         raise _not_reprocessable(outcome.detail or "")
     if outcome.status == "failed":

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
 from receiver.admin.export import export_lines, parse_fields
-from receiver.client import ApiError, Client, NotFound, TransportError, Unauthorized
+from receiver.client import ApiError, Client, Forbidden, NotFound, TransportError, Unauthorized
 from receiver.client import JobhookError as ClientSideError
 from receiver.client import core as calls
 from receiver.errors import ConfigError, JobhookError
@@ -81,6 +81,10 @@ class ServiceClient:
                 "the service refused the admin token; pass the service's server.admin_token "
                 "with --token or JOBHOOK_ADMIN_TOKEN"
             )
+        if isinstance(exc, Forbidden):
+            return ClientError(
+                f"{exc.message}; use a token whose role is {exc.needs or 'higher'} or above"
+            )
         if isinstance(exc, NotFound) and not exc.code:
             return ClientError("no admin API there: wrong --url, or server.admin_token is not set")
         if isinstance(exc, ApiError):
@@ -94,6 +98,11 @@ class ServiceClient:
 
     def show(self, source: str, job_id: str) -> dict[str, Any]:
         return self._send(calls.get_job(source, job_id))
+
+    def audit(
+        self, params: list[tuple[str, str]], limit: int, cursor: str | None
+    ) -> dict[str, Any]:
+        return self._send(calls.audit(params, limit, cursor))
 
     def stats(self, period: str) -> dict[str, Any]:
         return self._send(calls.stats(period))

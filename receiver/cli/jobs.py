@@ -58,7 +58,9 @@ def _options(*, store: bool) -> Callable[[Callable[..., Any]], Callable[..., Any
                 "--token",
                 envvar="JOBHOOK_ADMIN_TOKEN",
                 show_envvar=True,
-                help="The admin token (server.admin_token).",
+                help="A token: server.admin_token or one of [[server.tokens]], whose role allows "
+                "the command (read to look, track to track, operate to replay, admin for "
+                "reprocess and the audit trail).",
             ),
         ]
         if store:

@@ -25,6 +25,7 @@ CONFIG_OPTION = click.option(
 # Imported on use, so `jobhook serve` loads neither rich nor the admin client (receiver.cli.lazy).
 LAZY_COMMANDS = {
     **{name: f"receiver.cli.jobs:{name}" for name in ("jobs", "track", "wait")},
+    "audit": "receiver.cli.audit:audit",
     "replay": "receiver.cli.replay:replay",
     "simulate": "receiver.sim.command:simulate",
     "status": "receiver.cli.status:status",

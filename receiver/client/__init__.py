@@ -2,7 +2,7 @@
 
     from receiver.client import Client
 
-    with Client() as jobhook:                      # JOBHOOK_URL, JOBHOOK_ADMIN_TOKEN
+    with Client() as jobhook:          # JOBHOOK_URL, JOBHOOK_ADMIN_TOKEN (a track token will do)
         jobhook.track("reducto", job_id, metadata={"batch": "42"})
         detail = jobhook.wait("reducto", job_id, timeout=600)
 
@@ -16,6 +16,7 @@ from receiver.client.core import Filters
 from receiver.client.errors import (
     ApiError,
     BadRequest,
+    Forbidden,
     JobhookError,
     NotFound,
     ProtocolError,
@@ -25,6 +26,7 @@ from receiver.client.errors import (
     WaitTimeout,
 )
 from receiver.client.models import (
+    AuditEntry,
     Completion,
     Delivery,
     Dispatch,
@@ -44,6 +46,7 @@ from receiver.client.sync import Client
 __all__ = [
     "ApiError",
     "AsyncClient",
+    "AuditEntry",
     "BadRequest",
     "Client",
     "Completion",
@@ -51,6 +54,7 @@ __all__ = [
     "Dispatch",
     "Failure",
     "Filters",
+    "Forbidden",
     "Job",
     "JobDetail",
     "JobhookError",

@@ -12,6 +12,8 @@ import httpx
 from receiver.client import core
 from receiver.client.errors import JobhookError, TransportError
 from receiver.client.models import (
+    AuditEntry,
+    AuditPage,
     Completion,
     Job,
     JobDetail,
@@ -25,6 +27,7 @@ from receiver.client.models import (
 if TYPE_CHECKING:
     import builtins
     from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+    from datetime import datetime
     from types import TracebackType
 
 
@@ -196,6 +199,23 @@ class AsyncClient:
     async def reprocess(self, source: str, job_id: str, *, force: bool = False) -> ReprocessOutcome:
         """Submit a finished job again at its provider (once, unless ``force``)."""
         return core.parse(ReprocessOutcome, await self.send(core.reprocess(source, job_id, force)))
+
+    async def audit(
+        self, *, token: str | None = None, action: str | None = None,
+        after: datetime | float | str | None = None, before: datetime | float | str | None = None,
+        page_size: int = 50,
+    ) -> AsyncGenerator[AuditEntry]:  # fmt: skip
+        """The audit trail, newest first, fetched a page at a time (an ``admin`` token's):
+        who did what, when and from where, and the refused attempts."""
+        params = core.audit_params(token, action, after, before)
+        cursor: str | None = None
+        while True:
+            page = core.parse(AuditPage, await self.send(core.audit(params, page_size, cursor)))
+            for entry in page.entries:
+                yield entry
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
 
     async def stats(self, period: str = "24h") -> Stats:
         """The period's figures: ``24h``, ``7d`` or ``30d``."""

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from receiver.client.errors import (
     ApiError,
     BadRequest,
+    Forbidden,
     JobhookError,
     NotFound,
     ProtocolError,
@@ -195,6 +196,21 @@ def reprocess_matching(body: Mapping[str, Any]) -> Call:
     return Call("POST", "/jobs/reprocess", body=dict(body), read_timeout=REPROCESS_READ_SECONDS)
 
 
+def audit(params: Sequence[tuple[str, str]], limit: int, cursor: str | None) -> Call:
+    """``GET /audit``: one page of the audit trail, newest first (an admin token's)."""
+    query = [*params, ("limit", str(limit))] + ([("cursor", cursor)] if cursor else [])
+    return Call("GET", "/audit", query)
+
+
+def audit_params(
+    token: str | None, action: str | None, after: datetime | float | str | None,
+    before: datetime | float | str | None,
+) -> Params:  # fmt: skip
+    """``GET /audit``'s filters as query parameters (None: not filtered)."""
+    pairs = (("token", token), ("action", action), ("after", after), ("before", before))
+    return [(name, time_text(value)) for name, value in pairs if value is not None]
+
+
 def stats(period: str) -> Call:
     return Call("GET", "/jobs/stats", [("period", period)])
 
@@ -236,6 +252,9 @@ def error_for(
         message = message if token_given else "no admin token given (pass token= or set " \
             f"{TOKEN_VARIABLE})"  # fmt: skip
         return Unauthorized(status, code or "unauthorized", message)
+    if status == 403:
+        needs = str(doc.get("needs") or "") if isinstance(doc, dict) else ""
+        return Forbidden(status, code or "forbidden", message or reason, needs=needs)
     if status == 404 and not code:
         return NotFound(status, "", "no admin API there: a wrong URL, or server.admin_token "
                                     "is not set")  # fmt: skip

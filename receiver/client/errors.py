@@ -3,7 +3,8 @@
     JobhookError
      ├── ApiError(status, code, message)   the admin API answered with an error
      │    ├── BadRequest           400, 413, 422: the request is refused as it stands; fix it
-     │    ├── Unauthorized         401: no admin token, or not the service's
+     │    ├── Unauthorized         401: no admin token, or not one of the service's
+     │    ├── Forbidden            403: the token's role may not do this (``needs`` names the role)
      │    ├── NotFound             404: no such job or source (or no admin API at that URL)
      │    └── ServiceUnavailable   5xx: the service cannot answer now; try again later
      ├── TransportError            the service could not be reached, or the connection broke
@@ -45,7 +46,16 @@ class BadRequest(ApiError):
 
 
 class Unauthorized(ApiError):
-    """401: no admin token was given, or it is not the service's ``server.admin_token``."""
+    """401: no admin token was given, or it is not one of the service's tokens."""
+
+
+class Forbidden(ApiError):
+    """403: the token is known but its role may not do this; ``needs`` is the role it takes
+    (``read``, ``track``, ``operate`` or ``admin``)."""
+
+    def __init__(self, status: int, code: str, message: str, *, needs: str = "") -> None:
+        super().__init__(status, code, message)
+        self.needs = needs
 
 
 class NotFound(ApiError):

@@ -147,6 +147,32 @@ class Page(Model):
     next_cursor: str | None = None
 
 
+class AuditEntry(Model):
+    """One audit record: an admin action (``attempts`` 1), or refusals from one address for one
+    reason counted together between ``at`` and ``last_at``."""
+
+    id: int
+    at: float
+    last_at: float
+    token: str
+    role: str
+    action: str
+    target: str
+    jobs: int | None = None
+    outcome: str
+    ref: str | None = None
+    request_id: str
+    client: str
+    attempts: int = 1
+
+
+class AuditPage(Model):
+    """One page of ``GET /audit``, newest first; ``next_cursor`` is None on the last."""
+
+    entries: list[AuditEntry]
+    next_cursor: str | None = None
+
+
 class Completion(Model):
     """A job that became terminal, as ``GET /events`` announces it; ``id`` only grows."""
 

@@ -23,6 +23,7 @@ from receiver.config.base import SecretValue as SecretValue  # re-exported: hand
 from receiver.config.base import _Section
 from receiver.config.sources import PollSettings as PollSettings  # re-exported, as before
 from receiver.config.sources import SourceSettings as SourceSettings
+from receiver.config.tokens import TokenSettings, check_tokens, parse_networks
 from receiver.config.tracing import TracingSettings
 from receiver.models import State
 from receiver.signatures.svix import check_svix_secret as check_svix_secret  # its old home
@@ -40,9 +41,34 @@ class ServerSettings(_Section):
     body_timeout_seconds: float = Field(10.0, gt=0)
     """A webhook body must arrive within this many seconds of its headers, else 408."""
     admin_token: SecretValue | None = None
+    """One ``admin`` token named ``admin``, beside any ``[[server.tokens]]``."""
+    tokens: tuple[TokenSettings, ...] = ()
+    """``[[server.tokens]]``: named tokens, each with a role (read, track, operate, admin)."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or networks of proxies whose ``X-Forwarded-For`` names the client (for the
+    audit trail and the login throttle); from any other peer the header is ignored."""
+    login_attempts: int = Field(10, ge=1, le=10_000)
+    """Failed console logins one client address may make per ``login_window_seconds``."""
+    login_window_seconds: float = Field(300.0, gt=0, le=86_400)
     shutdown_grace_seconds: float = Field(10.0, ge=0)
     reload_watch_seconds: float = Field(2.0, ge=0, le=3600)
     """How often ``serve`` looks for a changed config file or ``file:`` secret; 0: never."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        parse_networks(values)
+        return values
+
+    @model_validator(mode="after")
+    def _token_names(self) -> ServerSettings:
+        check_tokens(self.tokens, self.admin_token)
+        return self
+
+    @property
+    def any_token(self) -> bool:
+        """Whether the admin routes and the console are served at all."""
+        return self.admin_token is not None or bool(self.tokens)
 
 
 class StoreSettings(_Section):
@@ -182,6 +208,20 @@ class RetentionSettings(_Section):
     # A purged delivery no longer dedupes a resend, so keep more than Svix's ~27.5 h of retries.
     max_age_days: float | None = Field(None, ge=2)
     delete_results_when_delivered: bool = False
+    audit_max_age_days: float | None = Field(None, ge=1)
+    """Audit rows older than this are purged (unset: kept); never before the jobs they name,
+    so it is at least ``max_age_days`` when both are set."""
+
+    @model_validator(mode="after")
+    def _audit_outlives_jobs(self) -> RetentionSettings:
+        audit, jobs = self.audit_max_age_days, self.max_age_days
+        if audit is not None and (jobs is None or audit < jobs):
+            raise ValueError(
+                "audit_max_age_days would purge audit rows of jobs still kept; set it to at "
+                "least max_age_days (and set max_age_days)"
+            )
+        return self
+
     interval_seconds: float = Field(300.0, gt=0)
 
 

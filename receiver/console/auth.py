@@ -1,8 +1,10 @@
 """Logging in and out, and the console's own files (behind the session like every page).
 
-The login page takes the admin token once and answers with the session cookie; a wrong token
-gets the form again (401) and a log line without the token. Logout is a POST with the CSRF
-token, so no link on another site can log an operator out.
+The login page takes a token once and answers with the session cookie; a wrong token gets the
+form again (401), a log line and an audit count without the token. Past the throttle's limit
+of failures from one client address, that address gets 429 with ``Retry-After`` (no other
+address is affected). Logout is a POST with the CSRF token, so no link on another site can log
+an operator out.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 import structlog
 from starlette.responses import FileResponse, PlainTextResponse, RedirectResponse, Response
 
+from receiver.admin import audit
 from receiver.console import web
 
 if TYPE_CHECKING:
@@ -51,15 +54,27 @@ def _form(request: Request, error: str | None, status: int) -> Response:
 
 
 async def login(request: Request) -> Response:
+    client = audit.client_of(request)
+    throttle = request.app.state.login_throttle
+    wait = throttle.retry_after(client)
+    if wait is not None:
+        log.warning("console_login_throttled", client=client, retry_after=wait)
+        request.app.state.metrics.admin_refused.labels("login_throttled").inc()
+        response = _form(request, "Too many wrong tokens from this address; wait and retry.", 429)
+        response.headers["Retry-After"] = str(wait)
+        return response
     form = await web.form_of(request)
     given = form.get("token")
     sessions = web.sessions_of(request)
-    if given is None or len(given) > MAX_TOKEN or not sessions.token_matches(given):
-        log.warning("console_login_refused", client=request.client.host if request.client else None)
-        return _form(request, "That token is not the admin token.", 401)
+    who = sessions.identify(given) if given is not None and len(given) <= MAX_TOKEN else None
+    if who is None:
+        throttle.failed(client)
+        log.warning("console_login_refused", client=client)
+        await audit.refused(request, None, "console_login", "login_refused")
+        return _form(request, "That token is not one of this service's tokens.", 401)
     response = RedirectResponse(safe_next(form.get("next")), 303)
-    sessions.set_cookie(request, response)
-    log.info("console_login")
+    sessions.set_cookie(request, response, who)
+    log.info("console_login", caller=who.name, role=who.role.label, client=client)
     return response
 
 

@@ -10,9 +10,10 @@ from urllib.parse import urlencode
 import structlog
 from starlette.responses import PlainTextResponse, RedirectResponse
 
-from receiver.admin import bulk
+from receiver.admin import audit, bulk
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
+from receiver.admin.tokens import Role
 from receiver.console import circuits, web
 from receiver.errors import RejectedError
 from receiver.store.bulk import ReplayFilter
@@ -60,7 +61,7 @@ async def dead(request: Request) -> Response:
     )
 
 
-@web.guarded
+@web.acting(Role.OPERATE, "console_dead_replay", confirmed=True)
 async def replay(request: Request) -> Response:
     form = await web.checked_form(request)
     if form is None:
@@ -85,6 +86,7 @@ async def replay(request: Request) -> Response:
     # Before the replay: the handlers whose dead deliveries it may requeue.
     replayed = {g.handler for g in await store.dead_groups() if handler in (None, g.handler)}
     requeued, _ = await bulk.requeue(store, f)
+    audit.touched(request, requeued)
     probe = None
     if requeued:
         dispatcher = request.app.state.runtime.dispatcher

@@ -14,9 +14,11 @@ from urllib.parse import quote, urlencode
 import structlog
 from starlette.responses import PlainTextResponse, RedirectResponse
 
+from receiver.admin import audit
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
+from receiver.admin.tokens import Role
 from receiver.console import circuits, reprocess, timeline, web
 from receiver.errors import RejectedError
 from receiver.models import State
@@ -133,7 +135,7 @@ def _threshold(request: Request, source: str) -> float:
     return float(value) if isinstance(value, int | float) else 0.80
 
 
-@web.guarded
+@web.acting(Role.OPERATE, "console_replay")
 async def replay(request: Request) -> Response:
     form = await web.checked_form(request)
     if form is None:
@@ -146,6 +148,7 @@ async def replay(request: Request) -> Response:
     count = await store.replay(
         source=source, job_id=job_id, handler=handler, include_succeeded=True
     )
+    audit.touched(request, count)
     dispatcher = request.app.state.runtime.dispatcher
     if count:
         dispatcher.wake()
@@ -159,7 +162,7 @@ async def replay(request: Request) -> Response:
     return RedirectResponse(f"{_job_url(source, job_id)}?{done}", 303)
 
 
-@web.guarded
+@web.acting(Role.ADMIN, "console_reprocess")
 async def reprocess_job(request: Request) -> Response:
     if await web.checked_form(request) is None:
         return PlainTextResponse("the form's CSRF token is missing or wrong", status_code=403)

@@ -1,4 +1,4 @@
-"""The console's routes under ``/ui``: none unless an admin token is configured."""
+"""The console's routes under ``/ui``: none unless a token is configured."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from starlette.routing import Mount, Route
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
-
-    from receiver.secret import Secret
 
 PREFIX = "/ui"
 
@@ -27,13 +25,13 @@ async def _unknown(request: Request) -> Response:
     return PlainTextResponse("no such page", status_code=404)
 
 
-def console_routes(token: Secret | None) -> list[Mount]:
+def console_routes(any_token: bool) -> list[Mount]:
     """``/ui/...`` behind the login, with the security headers on every answer; none (404)
-    without ``server.admin_token``."""
-    if token is None:
+    without ``server.admin_token`` or ``[[server.tokens]]``."""
+    if not any_token:
         return []
     # Imported only when mounted: a service without a token never loads the pages.
-    from receiver.console import auth, dead, live, overview, pages, web
+    from receiver.console import auditlog, auth, dead, live, overview, pages, web
 
     routes = [
         Route("/", web.guarded(_home), methods=["GET"], name="console_home"),
@@ -50,6 +48,7 @@ def console_routes(token: Secret | None) -> list[Mount]:
         Route("/dead/replay", dead.replay, methods=["POST"]),
         Route("/overview", overview.overview, methods=["GET"]),
         Route("/live", live.live, methods=["GET"]),
+        Route("/audit", auditlog.audit_page, methods=["GET"]),
         Route("/events", live.events, methods=["GET"]),
         # Any other path: the login first, so nothing tells a stranger what exists.
         Route("/{rest:path}", web.guarded(_unknown), methods=["GET", "POST"]),

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
 
 from starlette.datastructures import MutableHeaders
-from starlette.responses import RedirectResponse
+from starlette.responses import PlainTextResponse, RedirectResponse
 
+from receiver.admin import audit
+from receiver.admin.tokens import Role
 from receiver.console.session import COOKIE
 
 if TYPE_CHECKING:
@@ -126,9 +128,50 @@ def guarded(page: Page) -> Page:
         if session is None:
             return to_login(request)
         request.state.session = session
+        request.state.principal = session.who
         return await page(request)
 
     return guard
+
+
+def acting(needed: Role, action: str, *, confirmed: bool = False) -> Callable[[Page], Page]:
+    """A form POST that changes something: a session whose token has ``needed``'s role (else
+    403, counted in the audit trail, whatever the form holds), recorded in the audit trail
+    before it runs and finished after. With ``confirmed``, the form's first step (without
+    ``confirm=yes``) only asks for a confirmation: it changes nothing and is not recorded."""
+
+    def wrap(page: Page) -> Page:
+        @functools.wraps(page)
+        async def act(request: Request) -> Response:
+            who = request.state.principal
+            if not who.may(needed):
+                await audit.refused(request, who, action, "forbidden")
+                return PlainTextResponse(
+                    f"this needs a token with the {needed.label!r} role; you are signed in "
+                    f"as {who.name!r} ({who.role.label})",
+                    status_code=403,
+                )
+            form = await form_of(request)
+            if confirmed and form.get("confirm") != "yes":
+                return await page(request)
+            if "job_id" in request.path_params:
+                target = f"{request.path_params['source']}/{request.path_params['job_id']}"
+            else:
+                kept = {k: v for k, v in form.items() if k not in ("csrf", "confirm") and v}
+                target = " ".join(f"{k}={v}" for k, v in sorted(kept.items())) or "(all)"
+            return await audit.run_audited(  # type: ignore[no-any-return]
+                request, who, action, target, lambda: page(request)
+            )
+
+        return guarded(act)
+
+    return wrap
+
+
+def may(request: Request, role: str) -> bool:
+    """Whether the signed-in token may take actions that need ``role`` (templates ask)."""
+    who = getattr(request.state, "principal", None)
+    return who is not None and who.may(Role.named(role))
 
 
 async def form_of(request: Request) -> dict[str, str]:
@@ -207,6 +250,8 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
             "csrf": sessions_of(request).csrf(session) if session is not None else "",
             "nonce": request.state.csp_nonce,
             "path": request.url.path,
+            "who": getattr(request.state, "principal", None),
+            "may": functools.partial(may, request),
             **context,
         },
         status_code=status_code,

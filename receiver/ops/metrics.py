@@ -109,6 +109,16 @@ class Metrics:
             ["what"],
             registry=r,
         )
+        self.admin_refused = Counter(
+            "jobhook_admin_refused",
+            "Refused admin and console requests by reason: missing_token, wrong_token, "
+            "forbidden (the token's role is too low), login_refused, login_throttled.",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ("missing_token", "wrong_token", "forbidden", "login_refused",
+                       "login_throttled"):  # fmt: skip
+            self.admin_refused.labels(reason)  # present at 0, so rate() sees the first one
         r.register(_RuntimeCollector(self))
         self.quality = QualityMetrics(r)
         self.confidence = ConfidenceMetrics(r, confidence_fields)

@@ -5,7 +5,8 @@ deliveries, completion, dispatches and result file, but only once every handler 
 (work still resolving, pending, running or dead is kept until it is delivered or replayed).
 ``delete_results_when_delivered`` deletes a result file as soon as every handler has succeeded,
 for zero-data-retention users; the completion then says its result is no longer available.
-Files are only ever deleted inside ``results.dir``.
+Files are only ever deleted inside ``results.dir``. ``audit_max_age_days`` purges audit rows
+older than that, never one that names a job still kept.
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ class Retention:
     @property
     def enabled(self) -> bool:
         s = self.settings
-        return s.max_age_days is not None or s.delete_results_when_delivered
+        return (
+            s.max_age_days is not None
+            or s.delete_results_when_delivered
+            or s.audit_max_age_days is not None
+        )
 
     def wake(self) -> None:
         """A delivery succeeded: a result may be deletable now."""
@@ -81,6 +86,16 @@ class Retention:
                 files += len(await self._delete(paths))
                 if count < self._batch:
                     break
+        if self.settings.audit_max_age_days is not None:
+            # Never a row that names a job still kept (the store checks).
+            before = self._clock() - self.settings.audit_max_age_days * DAY
+            audited = 0
+            while (count := await self.store.purge_audit(before, self._batch)) > 0:
+                audited += count
+                if count < self._batch:
+                    break
+            if audited:
+                log.info("audit_swept", rows_purged=audited)
         if purged or files:
             log.info("retention_swept", jobs_purged=purged, results_deleted=files)
             if self._on_purged is not None:

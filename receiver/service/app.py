@@ -16,8 +16,10 @@ from starlette.routing import Route
 
 from receiver import tracing
 from receiver.admin.routes import admin_routes
+from receiver.admin.tokens import Keyring, Proxies
 from receiver.console.routes import console_routes
 from receiver.console.session import Sessions
+from receiver.console.throttle import Throttle
 from receiver.errors import JobhookError, RejectedError, RetryableError
 from receiver.intake import direct, webhooks
 from receiver.ops import health
@@ -209,7 +211,7 @@ def create_app(
     metrics = Metrics(
         sources, {name: cfg.confidence_fields for name, cfg in settings.sources.items()}
     )
-    admin = admin_routes(settings.server.admin_token)
+    admin = admin_routes(settings.server.any_token)
     webhook = webhooks.WebhookEndpoint(sources, metrics, settings.server)
     hints = direct.DirectEndpoint(
         hint_auth(settings, sources),
@@ -253,7 +255,8 @@ def create_app(
                 log.warning("no_sources", hint=hint)
             if not admin:
                 log.info(
-                    "admin_routes_off", hint="set server.admin_token to serve /jobs and /events"
+                    "admin_routes_off",
+                    hint="set server.admin_token or [[server.tokens]] to serve /jobs and /events",
                 )
             else:
                 log.info("console_on", url=console_url(settings))
@@ -274,7 +277,7 @@ def create_app(
             Route("/metrics", metrics_endpoint, methods=["GET"]),
             Route("/openapi.json", _openapi, methods=["GET"]),
             *admin,
-            *console_routes(settings.server.admin_token),
+            *console_routes(settings.server.any_token),
         ],
         exception_handlers={RejectedError: _rejected, RetryableError: _retryable},
         lifespan=_traced(tracer, lifespan),
@@ -285,10 +288,22 @@ def create_app(
     app.state.settings = settings
     app.state.sources = sources
     app.state.metrics = metrics
-    if settings.server.admin_token is not None:
-        app.state.admin_token = settings.server.admin_token
-        app.state.console_sessions = Sessions(settings.server.admin_token)
+    if settings.server.any_token:
+        install_tokens(app, settings)
     return app
+
+
+def install_tokens(app: Starlette, settings: Settings) -> None:
+    """The tokens, the console's sessions, the trusted proxies and the login throttle as
+    ``settings`` has them: each one object, swapped whole (a request reads each once)."""
+    keyring = Keyring.from_settings(settings.server)
+    app.state.keyring = keyring
+    app.state.proxies = Proxies.from_settings(settings.server)
+    app.state.console_sessions = Sessions(keyring)
+    throttle = getattr(app.state, "login_throttle", None)
+    limit = (settings.server.login_attempts, settings.server.login_window_seconds)
+    if throttle is None or (throttle.attempts, throttle.window) != limit:
+        app.state.login_throttle = Throttle(*limit)
 
 
 async def _openapi(request: Request) -> Response:

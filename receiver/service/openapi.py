@@ -16,6 +16,7 @@ from starlette.routing import Route
 from receiver.admin import bulk, reprocess
 from receiver.admin.jobs import ReplayRequest, TrackRequest
 from receiver.admin.query import MAX_LIMIT, PERIODS
+from receiver.admin.routes import required_roles
 from receiver.models import State
 from receiver.service.openapi_models import model_schemas
 
@@ -51,6 +52,11 @@ _PATH = [
 ]
 _ERROR = _json(_ref("Error"), "refused: see error and detail")
 _AUTH = {"401": _json(_ref("Error"), "no valid bearer token")}
+_FORBIDDEN = _json(
+    {"type": "object", "properties": {"error": {"type": "string", "enum": ["forbidden"]},
+     "needs": {"type": "string", "enum": ["read", "track", "operate", "admin"]},
+     "role": {"type": "string"}, "detail": {"type": "string"}}},
+    "the token's role is below the one this route needs (named in needs)")  # fmt: skip
 _STATES = [s.value for s in State]
 _FILTERS = [
     _query("source", {"type": "string"}, "only this source"),
@@ -72,6 +78,18 @@ _FILTERS = [
 SCHEMAS: Json = {
     "Error": {"type": "object", "required": ["error"],
               "properties": {"error": {"type": "string"}, "detail": {"type": "string"}}},
+    "AuditEntry": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "at": {"type": "number"}, "last_at": {"type": "number"},
+        "token": {"type": "string", "description": "the token's name; empty when unknown"},
+        "role": {"type": "string"}, "action": {"type": "string"},
+        "target": {"type": "string", "description": "source/job_id, or the bulk filter"},
+        "jobs": _nullable("integer", description="what the call changed: dispatches "
+                          "requeued, jobs submitted again, 1 for a track"),
+        "outcome": {"type": "string", "enum": ["started", "ok", "rejected", "failed",
+                                               "unauthorized", "forbidden"]},
+        "ref": _nullable("string", description="the call's replay_id or reprocess_id"),
+        "request_id": {"type": "string"}, "client": {"type": "string"},
+        "attempts": {"type": "integer", "description": "refusals counted on this row"}}},
     "Result": {"type": "object", "nullable": True, "properties": {
         "sha256": {"type": "string"}, "bytes": {"type": "integer"},
         "available": {"type": "boolean"}}},
@@ -246,6 +264,23 @@ OPERATIONS: dict[tuple[str, str], Json] = {
                               "content": {"text/event-stream": {}}},
                       "400": _ERROR, **_AUTH},
     },
+    ("/audit", "get"): {
+        "summary": "The audit trail: admin actions and refused attempts, newest first",
+        "parameters": [
+            _query("token", {"type": "string"}, "only this token's rows"),
+            _query("action", {"type": "string"},
+                   "only this action (track_job, replay_job, replay_jobs, reprocess_job, "
+                   "reprocess_jobs, console_replay, console_dead_replay, console_reprocess, "
+                   "console_login, ...)"),
+            _query("after", {"type": "string"}, "rows touched at or after (ISO 8601 or Unix)"),
+            _query("before", {"type": "string"}, "rows started before (ISO 8601 or Unix)"),
+            _query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                   "page size (default 50)"),
+            _query("cursor", {"type": "string"}, "next_cursor of the previous page")],
+        "responses": {"200": _json({"type": "object", "properties": {
+            "entries": {"type": "array", "items": _ref("AuditEntry")},
+            "next_cursor": _nullable("string")}}, "one page"), "400": _ERROR, **_AUTH},
+    },
     ("/status", "get"): {
         "summary": "The store, each source's budget and backlog, circuits, work not yet done",
         "responses": {"200": _json({"type": "object"}, "ready"),
@@ -269,9 +304,19 @@ def mounted(routes: Sequence[BaseRoute]) -> set[tuple[str, str]]:
 def openapi_document(routes: Sequence[BaseRoute]) -> Json:
     """The document for exactly the mounted ``routes``."""
     paths: Json = {}
+    roles = required_roles()
     for path, method in sorted(mounted(routes)):
         if (path, method) in OPERATIONS:
-            paths.setdefault(path, {})[method] = OPERATIONS[path, method]
+            operation = OPERATIONS[path, method]
+            role = roles.get((path, method))
+            if role is not None:
+                operation = {
+                    **operation,
+                    "description": f"Needs a token with the `{role}` role or above.",
+                    "x-jobhook-role": role,
+                    "responses": {**operation["responses"], "403": _FORBIDDEN},
+                }
+            paths.setdefault(path, {})[method] = operation
     return {
         "openapi": "3.0.3",
         "info": {"title": "jobhook", "version": "1"},

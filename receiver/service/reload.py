@@ -2,13 +2,14 @@
 ``file:`` secret names (a mounted Kubernetes Secret swaps its ``..data`` symlink), reloads
 sources' secrets and public keys, the path tokens and header values of sources that take
 unsigned callbacks (``direct_tokens``, ``direct_header_values``), providers' API keys and the
-admin token.
+admin tokens (``server.admin_token``, ``[[server.tokens]]``) with the trusted proxies and the
+login throttle's limits.
 
 The new configuration goes through ``preflight``, as ``serve``'s does (the port excepted: this
 process holds it). A bad one, or one that changes anything else, is refused with its lines in
 the log and the running one kept. An accepted one is swapped in as whole immutable objects
 (the webhook endpoint's sources mapping, the hint endpoint's auth mapping, each job API's
-key, the admin token) which each request reads once, so a request in flight finishes with the
+key, the tokens' keyring) which each request reads once, so a request in flight finishes with the
 configuration it started with.
 """
 
@@ -24,10 +25,9 @@ import structlog
 
 from receiver.config.load import read_toml
 from receiver.config.settings import DEFAULT_CONFIG
-from receiver.console.session import Sessions
 from receiver.errors import ConfigError
 from receiver.loops import wait_either
-from receiver.service.app import hint_auth
+from receiver.service.app import hint_auth, install_tokens
 from receiver.service.preflight import preflight
 
 if TYPE_CHECKING:
@@ -39,7 +39,12 @@ log = structlog.get_logger("receiver.reload")
 RELOADABLE_SOURCE_KEYS = frozenset(
     {"secrets", "public_keys", "api_key", "direct_tokens", "direct_header_values"}
 )
-"""What a reload may change in each source; ``server.admin_token`` besides."""
+"""What a reload may change in each source; the tokens besides (``RELOADABLE_SERVER_KEYS``)."""
+RELOADABLE_SERVER_KEYS = frozenset(
+    {"admin_token", "tokens", "trusted_proxies", "login_attempts", "login_window_seconds"}
+)
+"""What a reload may change in ``[server]``, as long as some token stays configured (the admin
+routes and the console are mounted at startup, or not)."""
 Fingerprint = tuple[tuple[str, int, int, int, str], ...]
 
 
@@ -122,11 +127,12 @@ class Reloader:
         if hints is not None:  # the header a source's hints carry needs a restart; not its values
             hints.auth = hint_auth(new, sources)
         app.state.sources = sources
-        token = new.server.admin_token
-        if token != old.server.admin_token and token is not None:
-            changed.append("server.admin_token")
-            app.state.admin_token = token
-            app.state.console_sessions = Sessions(token)
+        for key in sorted(RELOADABLE_SERVER_KEYS):
+            if getattr(new.server, key) != getattr(old.server, key):
+                changed.append(f"server.{key}")
+        if new.server.any_token:
+            # A removed token's sessions end, a changed role applies from the next request.
+            install_tokens(app, new)
         app.state.settings = new
         return changed
 
@@ -193,9 +199,10 @@ def restart_needed(old: Settings, new: Settings) -> list[str]:
             keys.extend(
                 f"server.{key}"
                 for key in sorted(set(a) | set(b))
-                if a.get(key) != b.get(key)
-                and (key != "admin_token" or (a.get(key) is None) != (b.get(key) is None))
+                if a.get(key) != b.get(key) and key not in RELOADABLE_SERVER_KEYS
             )
+            if old.server.any_token != new.server.any_token:
+                keys.append("server.admin_token")  # the admin routes appear or go
         elif old_data.get(section) != new_data.get(section):
             keys.append(section)
     return keys

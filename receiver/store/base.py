@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.audit import AuditEntry, AuditFilter, AuditRow
     from receiver.store.bulk import ReplayFilter
     from receiver.store.rows import (
         AttemptRow,
@@ -251,6 +252,25 @@ class Engine(abc.ABC):
     async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
         """The reprocess link of an old job, if it was ever claimed."""
 
+    @abc.abstractmethod
+    async def audit_start(self, entry: AuditEntry) -> int:
+        """Record an admin action before its effect (outcome ``started``); its row's id."""
+
+    @abc.abstractmethod
+    async def audit_finish(
+        self, audit_id: int, outcome: str, *, jobs: int | None, ref: str | None, now: float
+    ) -> None:
+        """Record a started action's outcome and how many jobs it touched."""
+
+    @abc.abstractmethod
+    async def audit_refused(self, entry: AuditEntry, reason: str) -> None:
+        """Count a refused attempt on the row of its address, reason, token, action and hour."""
+
+    @abc.abstractmethod
+    async def purge_audit(self, before: float, limit: int) -> int:
+        """Delete up to ``limit`` audit rows last touched before ``before`` that name no job
+        still kept; return how many."""
+
 
 class Reads(abc.ABC):
     """What the admin API and the console read: listings, a job's history, stats and charts.
@@ -339,6 +359,12 @@ class Reads(abc.ABC):
     @abc.abstractmethod
     async def reprocesses_of(self, source: str, job_ids: Sequence[str]) -> dict[str, ReprocessRow]:
         """The links of several old jobs of one source, by job id."""
+
+    @abc.abstractmethod
+    async def audit_rows(
+        self, f: AuditFilter, *, after_id: int | None, limit: int
+    ) -> list[AuditRow]:
+        """Audit rows the filter selects, newest first, from before ``after_id`` if given."""
 
 
 class Store(Engine, Reads):

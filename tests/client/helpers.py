@@ -22,7 +22,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from receiver.client import Completion, Job, JobDetail, Page, ReprocessOutcome, Stats
+    from receiver.client import (
+        AuditEntry,
+        Completion,
+        Job,
+        JobDetail,
+        Page,
+        ReprocessOutcome,
+        Stats,
+    )
 
 
 class Both:
@@ -70,6 +78,13 @@ class Both:
             return await asyncio.to_thread(lambda: list(sync.list(**kwargs)))
         assert self.aio is not None
         return [job async for job in self.aio.list(**kwargs)]
+
+    async def audit(self, **kwargs: Any) -> list[AuditEntry]:
+        if self.sync is not None:
+            sync = self.sync
+            return await asyncio.to_thread(lambda: list(sync.audit(**kwargs)))
+        assert self.aio is not None
+        return [entry async for entry in self.aio.audit(**kwargs)]
 
     async def wait(self, source: str, job_id: str, **kwargs: Any) -> JobDetail:
         detail: JobDetail = await self._call("wait", source, job_id, **kwargs)

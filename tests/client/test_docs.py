@@ -1,7 +1,8 @@
-"""docs/pipeline.md's code, run as written: the Reducto SDK submits to the simulator
-(``jobhook simulate``'s app), whose Svix-signed webhooks reach a real jobhook on loopback; the
-pipeline's ``track`` + ``wait`` returns the job, and the consumer (its own process) reacts to
-the completion through ``events`` and keeps its position."""
+"""docs/pipeline.md's code, run as written with a ``track`` token (the least role the page says
+a pipeline needs): the Reducto SDK submits to the simulator (``jobhook simulate``'s app), whose
+Svix-signed webhooks reach a real jobhook on loopback; the pipeline's ``track`` + ``wait``
+returns the job, and the consumer (its own process) reacts to the completion through
+``events`` and keeps its position."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from receiver.cli.demo_setup import demo_settings
+from receiver.cli.demo_setup import demo_config
+from receiver.config.settings import Settings
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
-from tests.adminsupport import TOKEN
 from tests.client.helpers import until
 from tests.support import SECRET, free_port, live_server
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "pipeline.md"
 API_KEY = "sim-key-pipeline-docs"
+TRACK_TOKEN = "pipeline-track-token-3c5e"
 BLOCK = re.compile(r"^```python(?P<info>[^\n]*)\n(?P<code>.*?)^```$", re.MULTILINE | re.DOTALL)
 
 
@@ -46,9 +48,13 @@ async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
     sim = Simulator("reducto", api_key=API_KEY, secret=SECRET, duration=0.3,
                     webhook_url=f"http://127.0.0.1:{port}/webhooks/reducto")  # fmt: skip
     async with live_server(build_app(sim)) as sim_url:
-        settings = demo_settings(tmp_path / "data", sim_url, SECRET, API_KEY, TOKEN)
+        config = demo_config(tmp_path / "data", sim_url, SECRET, API_KEY)
+        config["server"] = {
+            "tokens": [{"name": "pipeline", "role": "track", "secrets": [TRACK_TOKEN]}]
+        }
+        settings = Settings.model_validate(config, context={"env": {}})
         async with live_server(create_app(settings), port=port) as url:
-            env = {"JOBHOOK_URL": url, "JOBHOOK_ADMIN_TOKEN": TOKEN,
+            env = {"JOBHOOK_URL": url, "JOBHOOK_ADMIN_TOKEN": TRACK_TOKEN,
                    "REDUCTO_API_KEY": API_KEY, "REDUCTO_BASE_URL": sim_url}  # fmt: skip
             for name, value in env.items():
                 monkeypatch.setenv(name, value)

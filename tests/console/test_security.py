@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING
 import httpx
 import pytest
 
+from receiver.admin.tokens import Keyring, Principal, Role
 from receiver.console.session import COOKIE, Sessions
 from receiver.secret import Secret
 from receiver.service.app import create_app
 from tests.adminsupport import TOKEN, admin_settings, deliver
 from tests.console.support import PAGES, XSS, csrf_of, log_in
 from tests.support import SECRET, live_server
+
+ADMIN = Principal("admin", Role.ADMIN)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -54,7 +57,7 @@ async def test_every_page_and_asset_redirects_to_login_without_a_valid_session(
 async def test_a_wrong_token_is_refused_and_sets_no_cookie(client: httpx.AsyncClient) -> None:
     response = await log_in(client, TOKEN + "x")
     assert response.status_code == 401
-    assert "not the admin token" in response.text
+    assert "not one of this service&#39;s tokens" in response.text
     assert COOKIE not in response.cookies
     assert (await client.get("/ui/jobs")).status_code == 303
 
@@ -74,13 +77,17 @@ async def test_login_sets_a_strict_httponly_expiring_cookie_without_the_token(
     assert (await client.get("/ui/jobs")).status_code == 200
 
 
+def _sessions(secret: str) -> Sessions:
+    return Sessions(Keyring([(ADMIN, [Secret(secret)])]))
+
+
 def test_a_cookie_is_accepted_by_a_replica_with_the_same_token_only() -> None:
-    one, two, other = Sessions(Secret(TOKEN)), Sessions(Secret(TOKEN)), Sessions(Secret("t2"))
-    cookie = one.new_cookie()
+    one, two, other = _sessions(TOKEN), _sessions(TOKEN), _sessions("t2")
+    cookie = one.new_cookie(ADMIN)
     assert two.check(cookie) is not None
     assert other.check(cookie) is None
-    assert one.check(one.new_cookie(now=time.time() - 13 * 3600)) is None  # expired
-    tampered = cookie.replace("v1.", "v1.9", 1)
+    assert one.check(one.new_cookie(ADMIN, now=time.time() - 13 * 3600)) is None  # expired
+    tampered = cookie.replace("v2.", "v2.9", 1)
     assert one.check(tampered) is None
 
 

@@ -17,6 +17,7 @@ from receiver.ops.retention import DAY, Retention
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
 from receiver.store import Resolution
+from receiver.store.audit import AuditEntry, AuditFilter
 from tests.adminsupport import deliver, open_store, record
 from tests.support import live_server
 from tests.test_pipeline import API_KEY, pipeline_settings
@@ -157,6 +158,22 @@ async def test_retention_is_off_unless_configured(tmp_path: Path) -> None:
         retention = _retention(store, tmp_path)
         assert not retention.enabled
         await asyncio.wait_for(retention.run(asyncio.Event()), 1)  # returns at once
+
+
+async def test_audit_rows_go_after_their_age_but_never_before_their_job(tmp_path: Path) -> None:
+    async with open_store(tmp_path) as store:
+        await record(store, "kept", State.QUEUED, at=T0)  # never terminal: never purged
+        for target, at in (("reducto/kept", T0), ("reducto/gone", T0), ("reducto/new", NOW)):
+            source, _, job_id = target.partition("/")
+            entry = AuditEntry(at=at, token="ops", role="operate", action="replay_job",
+                               target=target, request_id="r", client="10.0.0.1",
+                               source=source, job_id=job_id)  # fmt: skip
+            await store.audit_start(entry)
+        retention = _retention(store, tmp_path, max_age_days=2, audit_max_age_days=5)
+        assert retention.enabled
+        await retention.run_once()
+        rows = await store.audit_rows(AuditFilter(), after_id=None, limit=10)
+    assert sorted(r.target for r in rows) == ["reducto/kept", "reducto/new"]
 
 
 @pytest.fixture

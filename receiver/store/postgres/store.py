@@ -12,7 +12,17 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from receiver.store import bulk, circuits, codec, fields, history, queries, reprocesses, sql
+from receiver.store import (
+    audit,
+    bulk,
+    circuits,
+    codec,
+    fields,
+    history,
+    queries,
+    reprocesses,
+    sql,
+)
 from receiver.store.base import Store
 from receiver.store.postgres import durability
 from receiver.store.postgres import sql as pg_sql
@@ -25,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.audit import AuditEntry, AuditFilter, AuditRow
     from receiver.store.bulk import ReplayFilter
     from receiver.store.postgres.durability import Durability
     from receiver.store.postgres.pool import Conn
@@ -47,6 +58,10 @@ if TYPE_CHECKING:
     )
 
 _n = pg_sql.numbered
+_AUDIT_INSERT = _n(audit.INSERT)
+_AUDIT_FINISH = _n(audit.FINISH)
+_AUDIT_REFUSED = _n(audit.REFUSED)
+_AUDIT_PURGE = _n(audit.PURGE)
 DURABILITY_RECHECK_SECONDS = 30.0
 
 
@@ -307,6 +322,29 @@ class PostgresStore(Store):
     async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
         rows = await self._db.fetch(_n(reprocesses.OF_JOB), source, job_id)
         return reprocesses.row(rows[0]) if rows else None
+
+    async def audit_start(self, entry: AuditEntry) -> int:
+        rows = await self._db.fetch(_AUDIT_INSERT, *audit.insert_params(entry))
+        return int(rows[0][0])
+
+    async def audit_finish(
+        self, audit_id: int, outcome: str, *, jobs: int | None, ref: str | None, now: float
+    ) -> None:
+        await self._db.execute(
+            _AUDIT_FINISH, *audit.finish_params(audit_id, outcome, jobs, ref, now)
+        )
+
+    async def audit_refused(self, entry: AuditEntry, reason: str) -> None:
+        await self._db.execute(_AUDIT_REFUSED, *audit.refused_params(entry, reason))
+
+    async def purge_audit(self, before: float, limit: int) -> int:
+        return await self._db.execute(_AUDIT_PURGE, before, limit)
+
+    async def audit_rows(
+        self, f: AuditFilter, *, after_id: int | None, limit: int
+    ) -> list[AuditRow]:
+        query, params = audit.list_query(f, after_id, limit)
+        return [audit.row(r) for r in await self._db.fetch(_n(query), *params)]
 
     async def confirmations_due(self) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in await self._db.fetch(queries.CONFIRMATIONS_DUE)}

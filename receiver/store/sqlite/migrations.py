@@ -287,6 +287,31 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX completions_due ON completions (next_attempt_at) WHERE phase = 'resolving';
     CREATE INDEX completions_results ON completions (id) WHERE result_path IS NOT NULL;
     """,
+    # 14: the audit trail (receiver.store.audit): admin actions, each written before its effect
+    # and finished after it, and refused attempts counted on one row per address, reason and
+    # hour (``refusal``, NULL for actions, is that row's key).
+    """
+    CREATE TABLE audit (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        at              REAL NOT NULL,
+        last_at         REAL NOT NULL,
+        token           TEXT NOT NULL,
+        role            TEXT NOT NULL,
+        action          TEXT NOT NULL,
+        target          TEXT NOT NULL,
+        source          TEXT,
+        job_id          TEXT,
+        jobs            INTEGER,
+        outcome         TEXT NOT NULL,
+        ref             TEXT,
+        request_id      TEXT NOT NULL,
+        client          TEXT NOT NULL,
+        attempts        INTEGER NOT NULL DEFAULT 1,
+        refusal         TEXT UNIQUE
+    );
+    CREATE INDEX audit_last ON audit (last_at);
+    CREATE INDEX audit_token ON audit (token, id);
+    """,
 )
 
 

@@ -85,6 +85,12 @@ def changed(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:
     return db.execute(query, params).rowcount
 
 
+def inserted_id(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:
+    """One ``INSERT ... RETURNING id``; the id."""
+    new_id: int = db.execute(query, params).fetchone()[0]
+    return new_id
+
+
 def claim_completions(
     db: sqlite3.Connection, owner: str, limit: int, until: float, now: float
 ) -> list[CompletionRow]:

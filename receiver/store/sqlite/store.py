@@ -21,7 +21,17 @@ import aiosqlite
 import structlog
 
 from receiver.errors import StoreUnavailableError
-from receiver.store import bulk, circuits, codec, fields, history, queries, reprocesses, sql
+from receiver.store import (
+    audit,
+    bulk,
+    circuits,
+    codec,
+    fields,
+    history,
+    queries,
+    reprocesses,
+    sql,
+)
 from receiver.store.base import Store
 from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, ErrorBucket, TimeBucket
 from receiver.store.sqlite import operations, writer
@@ -36,6 +46,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from receiver.models import Event, IngestResult
+    from receiver.store.audit import AuditEntry, AuditFilter, AuditRow
     from receiver.store.bulk import ReplayFilter
     from receiver.store.rows import (
         Backlog,
@@ -282,6 +293,27 @@ class SQLiteStore(Store):
     async def reprocess_of(self, source: str, job_id: str) -> ReprocessRow | None:
         rows = await self._read(reprocesses.OF_JOB, (source, job_id))
         return reprocesses.row(rows[0]) if rows else None
+
+    async def audit_start(self, entry: AuditEntry) -> int:
+        return await self._write(operations.inserted_id, audit.INSERT, audit.insert_params(entry))
+
+    async def audit_finish(
+        self, audit_id: int, outcome: str, *, jobs: int | None, ref: str | None, now: float
+    ) -> None:
+        params = audit.finish_params(audit_id, outcome, jobs, ref, now)
+        await self._write(operations.execute, audit.FINISH, params)
+
+    async def audit_refused(self, entry: AuditEntry, reason: str) -> None:
+        await self._write(operations.execute, audit.REFUSED, audit.refused_params(entry, reason))
+
+    async def purge_audit(self, before: float, limit: int) -> int:
+        return await self._write(operations.changed, audit.PURGE, (before, limit))
+
+    async def audit_rows(
+        self, f: AuditFilter, *, after_id: int | None, limit: int
+    ) -> list[AuditRow]:
+        query, params = audit.list_query(f, after_id, limit)
+        return [audit.row(r) for r in await self._read(query, params)]
 
     async def confirmations_due(self) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in await self._read(queries.CONFIRMATIONS_DUE)}
