@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
@@ -18,6 +19,81 @@ from tests.support import SECRET
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
+
+
+SERIAL_GROUPS = {
+    "tests/handlers/test_redis.py": "brokers",
+    "tests/handlers/test_nats.py": "brokers",
+    "tests/handlers/test_rabbitmq.py": "brokers",
+    "tests/handlers/test_delivery_ids.py": "brokers",
+}
+"""Modules that must not run beside each other: the broker tests stop and start the machine's
+Redis, NATS and RabbitMQ (``tests.services.stopped``), which the others in the group use."""
+
+APART = {
+    "tests/service/test_preflight.py",
+    "tests/test_readme_blocks.py",
+    "tests/reliability/test_crash_ledger.py",
+    "tests/providers/test_bad_answers.py",
+    "tests/store/test_contract.py",
+    "tests/intake/test_poller.py",
+}
+"""Long modules with no fixture wider than a test: their tests are spread over the workers."""
+
+LONGEST_FIRST = (
+    "tests/deploy/test_container.py",
+    "tests/reliability/test_crash_ledger.py",
+    "tests/test_readme_blocks.py",
+    "tests/service/test_openapi_fuzz.py",
+    "tests/reliability/test_pg_outage.py",
+    "tests/deploy/test_kubernetes.py",
+    "tests/console/test_layout.py",
+    "tests/console/test_browser.py",
+    "tests/deploy/test_package.py",
+    "tests/service/test_preflight.py",
+)
+"""Handed out first (``--no-loadscope-reorder``), so that no long module starts last and runs
+alone at the end; the order of the rest is the collection's. From the slowest tests that
+``scripts/check`` lists: a module missing here costs only balance."""
+
+
+def work_unit(nodeid: str) -> str:
+    """A test's unit of work under parallel workers: its module, its group, or itself."""
+    module = nodeid.split("::", 1)[0]
+    if module in APART:
+        return nodeid
+    return SERIAL_GROUPS.get(module, module)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a parallel worker, the ``LONGEST_FIRST`` modules go first (the order the controller
+    hands the work units out in, with ``--no-loadscope-reorder``)."""
+    if not hasattr(config, "workerinput"):
+        return
+    rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+if importlib.util.find_spec("xdist") is not None:
+
+    def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+        """``--dist loadscope`` with jobhook's work units (``work_unit``) instead of modules alone.
+
+        A module's fixtures (a started service, a built wheel or image, a browser) are made once,
+        as in a serial run; the modules of a ``SERIAL_GROUPS`` group run one after the other on
+        one worker, and the tests of an ``APART`` module each on whichever worker is free.
+        (pytest-xdist's own ``xdist_group`` marks rename test ids in a way pytest 9 ignores.)
+        """
+        if config.getvalue("dist") != "loadscope":
+            return None
+        from xdist.scheduler import LoadScopeScheduling
+
+        class WorkUnits(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return work_unit(nodeid)
+
+        return WorkUnits(config, log)
 
 
 @pytest.fixture

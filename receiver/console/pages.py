@@ -129,7 +129,7 @@ async def _job_page(
 
 
 def _threshold(request: Request, source: str) -> float:
-    """The source's confidence alert (issue 21's ``confidence_alert``), else 0.80."""
+    """The source's confidence alert (its ``confidence_alert`` setting), else 0.80."""
     cfg = request.app.state.settings.sources.get(source)
     value = getattr(cfg, "confidence_alert", None)
     return float(value) if isinstance(value, int | float) else 0.80

@@ -1,7 +1,7 @@
 """Reprocess from the console: the admin API's ``POST /jobs/{source}/{job_id}/reprocess``
 endpoint, called in process (not over HTTP) when this build has it.
 
-The endpoint belongs to the admin API (issue 21); the console finds it among the app's routes
+The endpoint belongs to the admin API; the console finds it among the app's routes
 so it shows the action exactly when the API offers it, and reports the API's refusal (422
 ``not_reprocessable`` with its detail) in the page.
 """

@@ -174,7 +174,7 @@ class WebhookAnswers:
     ``jobhook_webhook_seconds``), counted in plain dicts and rendered at scrape time.
 
     prometheus_client's children take a lock for every ``inc`` and ``observe``, and these run
-    for every request: 1.2 us a webhook against 0.3 (timeit). No lock is needed: requests are
+    for every request, several times the cost of a dict update. No lock is needed: requests are
     answered and scrapes rendered on the event loop's thread alone. The exposition is the one
     prometheus_client's own Counter and Histogram write, ``_created`` samples included.
     """

@@ -4,12 +4,11 @@ The caller connects the socket (``URLPolicy.connect``: an address it checked, so
 resolves a name) and runs ``Exchange.open`` and ``Exchange.save`` through ``on_thread``.
 ``http.client`` frames the request and the response; each ``read1`` takes what the socket has
 (up to 1 MiB), which is hashed and written while it is still in the CPU's cache, away from the
-event loop. A 1 GiB download over loopback in a fresh process, on 2 cores (MiB/s, medians of
-6, interleaved): httpx under the event loop ~550 (h11 copies the body twice; every read is a
-trip through httpcore, anyio and the loop); filling a 1 MiB buffer before hashing and writing
-it, 593-616; handing filled buffers to a second thread, 633; this, 985; the plain-socket floor,
-1,021 (``bench.floor_download``). In the slow ones the kernel's copy into the page cache of a
-buffer no longer in cache took half the samples (perf: copy_folio_from_iter_atomic).
+event loop. httpx under the event loop is much slower (h11 copies the body twice; every read
+is a trip through httpcore, anyio and the loop), and so are filling a buffer before hashing
+and writing it or handing filled buffers to a second thread: there the kernel's copy into the
+page cache of a buffer no longer in cache dominates. docs/performance.md compares them with
+the plain-socket floor (``bench.floor_download``).
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ BUFFER_BYTES = 1024 * 1024
 """The most one read takes, and one decode gives out."""
 WRITEBACK_BYTES = 32 * 1024 * 1024
 """Bytes written between two starts of their writeback (``start_writeback``): a start is kernel
-work in the saving thread, and with the body arriving on the other core every 4 MiB cost a
-1 GiB download about half its speed in some runs (median of 10: 601 MiB/s every 4 MiB, 1,138
-every 32, two threads then); dirty pages stay within a few tens of MiB either way."""
+work in the saving thread, and with the body arriving on the other core a start every few MiB
+cost a large download much of its speed; dirty pages stay within a few tens of MiB either
+way."""
 _DONTNEED: int | None = getattr(os, "POSIX_FADV_DONTNEED", None)  # absent on macOS
 _DECODERS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 """The content codings decoded, by zlib's ``wbits``: those httpx decoded here before."""
@@ -96,8 +96,8 @@ def start_writeback(fh: BinaryIO, written: int) -> None:
     body arrives and then writes all of it at the end. ``POSIX_FADV_DONTNEED`` on dirty pages
     starts their writeback (Linux); pages still being written are not dropped, so the result
     stays cached for a handler that reads it next, only clean. The disk works while the
-    download runs (1 GiB written from memory and fsync'd: about 320-530 MiB/s left alone,
-    590-870 with this, on this project's VM), and a multi-GiB result does not fill a sidecar's
+    download runs (instead of all at once at the end, which is slower), and a multi-GiB result
+    does not fill a sidecar's
     memory limit with dirty pages, which the kernel cannot drop. Advice only: where it is
     missing or refused, nothing changes.
     """

@@ -108,7 +108,7 @@ class App(Starlette):
     """Starlette, but ``POST /webhooks/{source}`` goes straight to the webhook endpoint.
 
     That route is nearly all of the traffic, and Starlette's error middleware, exception
-    middleware and router cost it ~17 us a request (bench ingest: 4,256 -> 4,600 req/s). It
+    middleware and router are a measurable share of its cost (docs/performance.md). It
     is answered here exactly as the routed path answers it:
     rejections through the same handlers, any other exception left to uvicorn's 500. Every
     other request, and a webhook path the route would not match, goes through Starlette.

@@ -43,7 +43,7 @@ def run(
     app.reloader = Reloader(app, config_path, host=host)
     # Everything imported and built so far lives as long as the process: move it out of the
     # collector's sight, so a full collection under load walks only what requests created
-    # (it was the tail of the webhook latency: p99 42 ms -> 14 ms, bench ingest).
+    # (its pauses were the tail of the webhook latency: docs/performance.md).
     gc.collect()
     gc.freeze()
     config = uvicorn.Config(

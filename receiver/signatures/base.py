@@ -124,8 +124,8 @@ def parse_public_key(value: str, index: int = 0) -> Ed25519PublicKey:
     """A ``whpk_`` Standard Webhooks public key: base64 of 32 raw ed25519 bytes; ValueError else.
 
     The message names the key by its index, never its text (a secret may be pasted by mistake).
-    ``cryptography`` is imported here, by the sources that have public keys: it is ~9 MB of
-    the service's memory, for a scheme few sources use.
+    ``cryptography`` is imported here, by the sources that have public keys: it is a large
+    share of the service's memory, for a scheme few sources use.
     """
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 

@@ -165,7 +165,7 @@ class BlobHost:
         return "expired" if self._clock.time() > int(expires) else "ok"
 
     async def length(self, spec: BlobSpec) -> int:
-        """The blob's size in bytes; a zip's is known once it has been measured."""
+        """The blob's size in bytes; a zip's is known once it has been built."""
         if spec.kind == "json":
             return max(spec.size, MIN_SIZE)
         return (await self.digest(spec)).size

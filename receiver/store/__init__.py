@@ -40,8 +40,8 @@ if not TYPE_CHECKING:
     def __getattr__(name: str) -> object:
         """The contract's names, imported at their first use (PEP 562). The SQLite writer process
         imports this package before anything is sent to it, and its operations (which load
-        ``rows``, not ``base``) only with the first batch: idle, it is 1.6 MB smaller, which
-        counts in the service's idle RSS; once it has written, ~0.2 MB (``base``)."""
+        ``rows``, not ``base``) only with the first batch: idle, it stays smaller, which counts
+        in the service's idle RSS; once it has written, it still leaves ``base`` out."""
         module = _CONTRACT.get(name)
         if module is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

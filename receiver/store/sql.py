@@ -15,8 +15,8 @@ def _rank(column: str) -> str:
 _FORWARD = f"jobs.terminal_at IS NULL AND {_rank('excluded.state')} >= {_rank('jobs.state')}"
 
 # SQLite learns what an INSERT did from its change count (cursor.rowcount, lastrowid): there a
-# RETURNING clause costs a statement ~5 us more, and SQLite's part of a webhook was ~70 us with
-# three of them (a microbenchmark of the statements). PostgreSQL keeps RETURNING (``postgres.sql``).
+# RETURNING clause makes each statement dearer, and a webhook runs three of them. PostgreSQL
+# keeps RETURNING (``postgres.sql``).
 INSERT_DELIVERY_ROW = """
 INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at, job)
 VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
@@ -82,7 +82,7 @@ ON CONFLICT (job) DO NOTHING
 """
 """INSERT_COMPLETION for a job created in the same transaction: its row is ``job_args``' first
 seven values (then phase, result reference, error code, traceparent and the job's id), so they
-are inserted as they are instead of read back (~3 us a webhook)."""
+are inserted as they are instead of read back."""
 
 INSERT_DISPATCH = """
 INSERT INTO dispatches (completion_id, handler, next_attempt_at, updated_at)
@@ -134,10 +134,10 @@ _DISPATCH_COLUMNS = codec.DISPATCH_COLUMNS
 
 # INDEXED BY and CROSS JOIN: SQLite finds dispatches through dispatches_due and keeps them as
 # the outer loop whatever its statistics say. Once a store of a million jobs had been ANALYZEd
-# (an operator's routine step), the planner chose to scan every completion instead: 2.8 s for
+# (an operator's routine step), the planner chose to scan every completion instead: seconds for
 # CLAIM_DISPATCHES, on the event loop's thread inside the write transaction every webhook waits
-# for, and 2.2 s for NEXT_DUE, which then read every dispatch even with dispatches outside
-# (bench.prefill's store; 0.8 and 0.2 ms as written here).
+# for, and for NEXT_DUE, which then read every dispatch even with dispatches outside
+# (bench.prefill's store; milliseconds as written here).
 CLAIM_DISPATCHES = f"""
 UPDATE dispatches SET state = 'running', lease_owner = ?, lease_until = ?,
     attempts = attempts + 1, updated_at = ?

@@ -207,6 +207,7 @@ async def test_a_body_without_a_job_id_is_400(both: tuple[Simulator, str, Any]) 
     [('"short"', "", "direct_tokens #1"),
      (f'"{"a" * 31}"', "", "direct_tokens #1"),
      (f'"{TOKEN}!"', "", "direct_tokens #1")],
+    ids=["short", "31-chars", "not-url-safe"],
 )  # fmt: skip
 def test_tokens_must_hold_128_bits(tmp_path: Path, tokens: str, extra: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -222,6 +222,7 @@ def test_docling_without_direct_mode_is_refused(tmp_path: Path) -> None:
      ('direct_header = "X-T"\ndirect_header_values = ["short"]', "direct_header_values #1"),
      (f'direct_header_values = ["{HEADER_VALUE}"]', "need direct_header"),
      ("", "at least one direct_tokens entry")],
+    ids=["no-values", "authorization", "short-value", "no-header", "nothing"],
 )  # fmt: skip
 def test_header_settings_are_checked(tmp_path: Path, auth: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

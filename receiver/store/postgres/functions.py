@@ -122,7 +122,7 @@ END $$;
 """
 
 
-# Migration 12 (issue 34): the same function keyed by jobhook's own id of each job (jobs.id): read
+# Migration 12: the same function keyed by jobhook's own id of each job (jobs.id): read
 # first (or a fresh one from the job's sequence, for a job seen for the first time), it keys the
 # delivery, the job's insert and its completion, like ``ingest.ingest_one``. A job first seen by
 # two transactions at once keeps the id of the one that inserted it; the other moves its

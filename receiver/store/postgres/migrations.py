@@ -194,7 +194,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX job_fields_created ON job_fields (created_at, source, field, confidence);
     CREATE INDEX job_fields_weak ON job_fields (field, confidence);
     """,
-    # 7: SQLite's 9 (issue 21, reprocess): one link
+    # 7: SQLite's 9 (reprocess): one link
     # per finished job submitted again at its provider, claimed before the POST.
     """
     CREATE TABLE reprocesses (
@@ -238,7 +238,7 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
         started_at      double precision NOT NULL
     );
     """,
-    # 12: SQLite's 13 (issue 34): one random key per webhook. A job gets jobhook's own
+    # 12: SQLite's 13: one random key per webhook. A job gets jobhook's own
     # sequential id at first sight (jobs.id, numbered in the table's order for the jobs already
     # there); its deliveries and its completion are keyed by it, so their index entries append
     # at the right edge instead of landing anywhere by the provider's random job id. The

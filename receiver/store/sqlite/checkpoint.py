@@ -3,8 +3,8 @@
 SQLite's default checkpoints inside the COMMIT that takes the WAL past 1,000 pages: that commit
 copies every page back into the database file and fsyncs it before it returns, and the batch
 of webhooks waiting on it waits too. On a store of a million jobs each webhook dirties about
-six B-tree pages (bench.storeprobe), so that was every ~170 webhooks, a ~25 ms commit at the
-99th percentile (183 ms at worst) and ~37 us of the writer's CPU per webhook. Here a thread
+six B-tree pages (bench.storeprobe), so that was a commit every couple of hundred webhooks that
+made the 99th percentile, and a share of the writer's CPU for every webhook. Here a thread
 runs a PASSIVE checkpoint every ``interval`` on its own connection, while the writer goes on
 committing (a PASSIVE checkpoint takes no lock a writer needs, and waits for none); the writers'
 own automatic checkpoint stays, past 64 MiB of WAL (``writer.PRAGMAS``), for when this thread
@@ -17,14 +17,14 @@ fsyncs share the disk with the commits' own. Run every 0.1 s whatever the load, 
 50 webhooks a second checkpointed about ten times as often as SQLite's default would have, and
 the crash-ledger test (tests/reliability/test_crash_ledger.py) failed on this machine three
 times in three (its sender drowned in unanswered requests); once a second whatever the load,
-3,000 webhooks a second filled the WAL to the writers' backstop between two rounds, which put
-the checkpoint back into their commits (bench.storeprobe: commit p99 20 ms).
+a saturating load filled the WAL to the writers' backstop between two rounds, which put the
+checkpoint back into their commits (bench.storeprobe).
 
 Starting the WAL over. SQLite rewinds the WAL only at a write that begins when every frame is
 already copied, and under continuous load a commit always lands while a pass runs: the WAL grew
 to the writers' backstop, and the commit that crossed it copied everything since this thread's
-last pass and fsynced it, thousands of random pages (bench ingest: a 150-230 ms commit every
-64 MiB of WAL, twice a second at full load, which was the p99). So once the WAL holds
+last pass and fsynced it, thousands of random pages (bench ingest: that one commit every 64 MiB
+of WAL was the p99). So once the WAL holds
 ``RESTART_FRAMES``, this thread catches up with back-to-back passes until one copies fewer than
 ``CATCH_UP`` frames, then asks the store to hold its writes (``hold``: the group commit sends no
 new batch and waits for the one in flight), copies the last frames, and lets the writes go: the

@@ -118,10 +118,10 @@ class GroupCommit:
         saturation: 16-32 a batch). A smaller one runs here, its statements on the loop's
         thread and only COMMIT (the fsync) on the store's thread: sparse writes (a poller's, a
         quiet service's) cost less that way than a trip to another process and back, which
-        also wakes a process whose caches have gone cold (bench poller: 4.6 % of a core
-        against 5.7 % with every batch sent there). Run on another thread, every statement
-        would release the GIL inside SQLite and then wait for the loop's thread to hand it
-        back: a 16-webhook batch took 3.7 ms that way, for 0.6 ms of work.
+        also wakes a process whose caches have gone cold (``bench poller`` uses more of a core
+        with every batch sent there). Run on another thread, every statement would release the
+        GIL inside SQLite and then wait for the loop's thread to hand it back: a batch took
+        several times its own work that way.
         """
         if len(batch) >= self._offload_at:
             reply = await self._offload(batch)

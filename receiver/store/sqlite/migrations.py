@@ -92,7 +92,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX completions_results ON completions (id) WHERE result_path IS NOT NULL;
     """,
     # 3: jobs_listing (created_at, source, job_id) serves every query jobs_created served;
-    # the second index only cost each new job an extra b-tree insert (~2 of ~18 us).
+    # the second index only cost each new job an extra b-tree insert.
     """
     DROP INDEX IF EXISTS jobs_created;
     """,
@@ -116,7 +116,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE completions ADD COLUMN traceparent TEXT;
     """,
-    # 7: job quality (issue 21): where a completion's error arose (provider | fetch), each
+    # 7: job quality: where a completion's error arose (provider | fetch), each
     # dispatch's last failure as a normalised code (http_5xx, connect_error...), and one circuit
     # per handler (closed | open | half_open), shared by every replica.
     """
@@ -131,7 +131,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         updated_at      REAL NOT NULL
     );
     """,
-    # 8: per-field confidence (issue 21): a resolved job's extracted fields, their confidence
+    # 8: per-field confidence: a resolved job's extracted fields, their confidence
     # and value (bounded, receiver.pipeline.fields), with the job's source and creation time
     # copied for the stats; a table of its own, so the hot tables stay as they are.
     """
@@ -147,7 +147,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX job_fields_created ON job_fields (created_at, source, field, confidence);
     CREATE INDEX job_fields_weak ON job_fields (field, confidence);
     """,
-    # 9 (issue 21, reprocess): one link per finished job
+    # 9 (reprocess): one link per finished job
     # submitted again at its provider, claimed before the POST so it is never sent twice.
     """
     CREATE TABLE reprocesses (
@@ -164,7 +164,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX reprocesses_new ON reprocesses (source, new_job_id);
     """,
-    # 10 (the console, issue 22): each handler attempt as it ended, written by the dispatcher
+    # 10 (the console): each handler attempt as it ended, written by the dispatcher
     # with the dispatch's own update (never on the webhook path), for a job's timeline.
     """
     CREATE TABLE attempts (
@@ -192,7 +192,7 @@ SQLITE_MIGRATIONS: tuple[str, ...] = (
         started_at      REAL NOT NULL
     );
     """,
-    # 13 (issue 34): one random key per webhook. A job gets jobhook's own sequential id at
+    # 13: one random key per webhook. A job gets jobhook's own sequential id at
     # first sight (jobs.id, its rowid made explicit so VACUUM keeps it); its deliveries and its
     # completion are keyed by that id (``job``), which is recent for every webhook of a live job,
     # so their index entries append at the right edge of their B-trees. Only jobs' (source,

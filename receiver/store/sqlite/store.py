@@ -463,8 +463,8 @@ def _migrate(db: sqlite3.Connection) -> None:
                 raise
             log.info("store_migrated", version=number,
                      seconds=round(time.perf_counter() - started, 3))  # fmt: skip
-        # A migration that rewrites tables leaves a WAL as large as they are (~1 GB for a
-        # million jobs): copy it back and start the file over now, not under the first load.
+        # A migration that rewrites tables leaves a WAL as large as they are: copy it back
+        # and start the file over now, not under the first load.
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     finally:
         db.execute("PRAGMA foreign_keys=ON")

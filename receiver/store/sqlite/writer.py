@@ -1,12 +1,11 @@
 """The SQLite store's writer process: it runs each group-committed batch and its COMMIT.
 
 Why a process. Under load the event loop's thread is the service's bottleneck, and running a
-webhook's statements there cost it ~27 us of ~125 (bench ingest, 2 cores), while the
-second core sat three-quarters idle. A thread would not help: SQLite releases the GIL for
-each statement and then waits for the loop's thread to hand it back, every statement (a
-16-webhook batch took 3.7 ms that way, for 0.6 ms of work). A process has its own
-interpreter, so the statements run on the other core and the loop pays only for a pickle
-each way (~4 us a webhook).
+webhook's statements there were a fifth of its cost (docs/performance.md), while the second
+core sat mostly idle. A thread would not help: SQLite releases the GIL for each statement and
+then waits for the loop's thread to hand it back, every statement (a batch took several times
+its own work that way). A process has its own interpreter, so the statements run on the
+other core and the loop pays only for a pickle each way.
 
 The protocol, over a Unix socket pair, is frames of a 4-byte big-endian length and a pickle:
 
