@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 import structlog
+from hypothesis import settings as hypothesis_settings
 
 from receiver.config.load import load_settings
 from receiver.config.settings import Settings
@@ -20,6 +21,11 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
+
+# No per-example deadline: the property tests prove what an input does, not how fast, and beside
+# a second worker an example's time is the machine's, not the code's.
+hypothesis_settings.register_profile("jobhook", deadline=None)
+hypothesis_settings.load_profile("jobhook")
 
 SERIAL_GROUPS = {
     "tests/handlers/test_redis.py": "brokers",
