@@ -24,6 +24,7 @@ from receiver import jsontext
 from receiver.backoff import retry_after
 from receiver.errors import PayloadError, ProviderError
 from receiver.models import State
+from receiver.providers.azure_fields import document_fields
 from receiver.providers.base import JobStatus, Provider, ResultRef
 from receiver.providers.jobapi import JobAPI, JobNotFoundError
 
@@ -122,6 +123,7 @@ class AzureDocIntel(Provider):
     job_api_class = AzureJobAPI
     table_name = "azure"
     table_model = AzureOptions
+    result_fields = staticmethod(document_fields)
     cannot_resubmit = (
         "azure-docintel: an analyze operation keeps its result, not the document it was given, "
         "so the pipeline that submitted it must submit the document again"

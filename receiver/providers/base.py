@@ -18,6 +18,7 @@ found by the name a source's ``provider`` key gives (``receiver.providers.provid
 - ``job_api_class`` (optional): a ``JobAPI`` subclass for APIs that sign each request or
   answer in several calls; ``webhooks = False`` for a provider that only is polled.
 - ``retry_hint`` (optional): the wait an error body states when no ``Retry-After`` came.
+- ``result_fields`` (optional): the fields and confidence its result's own shape holds.
 
 Every adapter passes the shared contract suite (``receiver.providers.contract_suite``) against
 a simulator of its provider.
@@ -38,7 +39,7 @@ from receiver.errors import PayloadError
 from receiver.models import Event, Progress, ResultRef, State
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
 
     from pydantic import BaseModel
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from receiver.providers.mapping import GenericSettings
 
 __all__ = [
+    "FieldReading",
     "JobAuth",
     "JobStatus",
     "ListedJob",
@@ -60,6 +62,10 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 ListedJob = tuple[str, str]
 """One entry of a provider's job list: (job id, the provider's status word)."""
+
+FieldReading = tuple[str, float | None, str | None]
+"""One field of a result: its name, its confidence (0..1) when the provider gives one, and its
+value as text when it has one."""
 
 JobAuth = Literal["api_key", "table", "sigv4"]
 """How a provider's job API authenticates: the source's ``api_key``; credentials in the
@@ -212,6 +218,13 @@ class Provider:
     def retry_hint(self, body: Any) -> float | None:
         """Seconds to wait, when an error body (429, 503) says so; None otherwise."""
         return None
+
+    def result_fields(self, result: dict[str, Any]) -> Iterable[FieldReading]:
+        """The fields a JSON result's own shape holds (a form's keys, typed document fields);
+        none by default. Every result's top-level ``confidence`` map and ``extracted_data`` or
+        ``fields`` values are read besides these (``receiver.pipeline.fields``); a reader
+        never raises, whatever the result holds."""
+        return ()
 
 
 def hinted_job(payload: Any, field: str) -> str | None:

@@ -161,6 +161,9 @@ class Textract(Provider):
     def __init__(self, settings: AwsSettings | None = None) -> None:
         self.settings = settings
 
+    def result_fields(self, result: dict[str, Any]) -> list[tuple[str, float, str | None]]:
+        return confidence_fields(result)
+
     def __repr__(self) -> str:
         return f"Textract(region={self.settings.region if self.settings else None!r})"
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from receiver.intake.webhooks import Source
     from receiver.models import Event, IngestResult
     from receiver.ops.metrics import Metrics
+    from receiver.providers import Provider
     from receiver.store import CompletionRow, Resolution
 
 log = structlog.get_logger(__name__)
@@ -100,8 +101,9 @@ class Runtime:
             )
             stack.push_async_callback(api_client.aclose)
             self.egress = outbound
+            providers: dict[str, Provider] = {}
             for name, cfg in settings.sources.items():
-                provider = get_provider(
+                provider = providers[name] = get_provider(
                     cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table
                 )
                 base_url = cfg.api_base_url or provider.default_api_base_url()
@@ -152,7 +154,13 @@ class Runtime:
                 self.store,
                 self.handlers,
                 {h.name: h for h in settings.handlers},
-                Resolver(dict(self.apis), fetcher, settings.results.dir, store=self.store),
+                Resolver(
+                    dict(self.apis),
+                    fetcher,
+                    settings.results.dir,
+                    store=self.store,
+                    providers=providers,
+                ),
                 concurrency=settings.dispatch.concurrency,
                 lease_seconds=settings.dispatch.lease_seconds,
                 owner=self.owner,
@@ -180,9 +188,6 @@ class Runtime:
                 on_finished=self._finished,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
-            providers = {name: get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version,
-                                            table=cfg.table)
-                         for name, cfg in settings.sources.items()}  # fmt: skip
             self.reprocessor = Reprocessor(self.store, dict(self.apis), providers,
                                            self.ingestor.ingest, owner=self.owner)  # fmt: skip
             self.drain = DrainWatch(

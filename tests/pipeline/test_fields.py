@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from receiver.pipeline.fields import MAX_FIELDS, MAX_VALUE, WORDS, extract_fields, lowest
+from receiver.pipeline.fields import MAX_FIELDS, MAX_VALUE, extract_fields, lowest
 from receiver.providers import get_provider
+from receiver.providers.reducto import WORDS
 from receiver.store.rows import FieldValue
 from tests.providers.conftest import sample
 
@@ -27,7 +28,7 @@ def test_docextract_fields_carry_their_confidence_and_value() -> None:
 
 
 def test_reducto_block_words_become_numbers_by_block_type() -> None:
-    fields = extract_fields(_inline("reducto", "job_completed_full"))
+    fields = extract_fields(_inline("reducto", "job_completed_full"), get_provider("reducto"))
     assert fields == (FieldValue("Text", WORDS["high"], None),)
 
 
@@ -40,7 +41,7 @@ def test_reducto_block_type_takes_its_least_confident_block_and_numeric_scores_w
         {"type": "Title"},
     ]
     result = {"result": {"type": "full", "chunks": [{"blocks": blocks}]}}
-    assert extract_fields(result) == (
+    assert extract_fields(result, get_provider("reducto")) == (
         FieldValue("Table", WORDS["low"], None),
         FieldValue("Text", 0.93, None),
     )
