@@ -17,7 +17,7 @@ from receiver.providers.landingai import LandingAIOptions
 from receiver.providers.mapping import GenericSettings
 from receiver.providers.textract import AwsSettings
 from receiver.secret import Secret, resolve_secret
-from receiver.signatures import check_hmac_secret, check_scheme
+from receiver.signatures import check_hmac_secret, known_schemes
 from receiver.signatures.base import parse_public_key
 from receiver.signatures.svix import check_svix_secret
 
@@ -112,10 +112,11 @@ class SourceSettings(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _textract_signs_by_sns(cls, data: object) -> object:
-        # SNS is the only way Textract announces a job: its scheme is the default there.
-        if isinstance(data, dict) and data.get("provider") == "textract":
-            data.setdefault("signature", "sns")
+    def _default_signature(cls, data: object) -> object:
+        # A provider that announces jobs one way only (SNS) declares that scheme its default.
+        found = _found(data.get("provider")) if isinstance(data, dict) else None
+        if isinstance(data, dict) and found is not None and "signature" not in data:
+            data = {**data, "signature": found.default_signature}
         return data
 
     @field_validator("confidence_alert")
@@ -263,6 +264,24 @@ class SourceSettings(_Section):
         elif self.direct_tokens or self.direct_header or self.direct_header_values:
             raise ValueError("direct_tokens and direct_header need webhook_mode = 'direct'")
         return self
+
+
+def check_scheme(scheme: str, provider: str | None) -> None:
+    """ValueError unless ``scheme`` exists and ``provider`` (when known) accepts it: svix is
+    open to every provider, any other scheme to the providers that declare it."""
+    found = _found(provider)
+    own = found.verifiers if found is not None else {}
+    known = known_schemes(own)
+    if scheme not in known:
+        raise ValueError(f"unknown signature scheme {scheme!r}; known: {', '.join(known)}")
+    if found is None or scheme == "svix" or scheme in found.signature_schemes:
+        return
+    takers = [name for name, cls in PROVIDERS.items() if scheme in cls.signature_schemes]
+    if not takers:
+        raise ValueError(f"signature {scheme!r} is not one provider {provider!r} accepts")
+    raise ValueError(
+        f"signature {scheme!r} is only for provider {' or '.join(takers)}, not {provider!r}"
+    )
 
 
 def _found(name: object) -> type[Provider] | None:

@@ -8,7 +8,8 @@ found by the name a source's ``provider`` key gives (``receiver.providers.provid
   unknown word is kept beside ``queued`` (``canonical``), never an error.
 - ``parse_webhook``: a verified webhook (or callback) body to an ``Event``; ``PayloadError``
   when the body names no job. Verification is not the adapter's: the source's ``signature``
-  picks a scheme of ``receiver.signatures`` (``svix`` is open to every provider).
+  picks a scheme of ``receiver.signatures`` (``svix`` is open to every provider); the others
+  it accepts are its ``signature_schemes``, and ``verifiers`` brings schemes of its own.
 - ``auth_header``/``auth_scheme`` (or ``auth_headers``): how its API key is presented.
 - ``job_path`` and ``parse_job``: its job endpoint and its answer as a ``JobStatus`` (state,
   the provider's word, result reference, error and its code, progress); ``ProviderError``
@@ -39,7 +40,7 @@ from receiver.errors import PayloadError
 from receiver.models import Event, Progress, ResultRef, State
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from pydantic import BaseModel
 
@@ -135,6 +136,15 @@ class Provider:
     whose callbacks are taken as hints (``webhook_mode = "direct"``); None: it sends none.
     A dotted path (``data.id``) reaches into an object; ``|`` separates paths tried in order
     (``hinted_job`` reads it)."""
+    signature_schemes: ClassVar[tuple[str, ...]] = ()
+    """The signature schemes besides ``svix`` (open to every provider) its webhooks may be
+    signed with: built-in ones (``receiver.signatures``) or its own (``verifiers``)."""
+    default_signature: ClassVar[str] = "svix"
+    """The scheme of a source that names none."""
+    verifiers: ClassVar[Mapping[str, Callable[..., Any]]] = {}
+    """Schemes the provider brings itself, by name: each called with the source's secrets
+    (and ``clock=``) makes its verifier (``receiver.signatures.SecretScheme``). Typed loosely
+    because the signatures package is a neighbour, not a dependency."""
     unsigned_only: ClassVar[bool] = False
     """True for a provider that never signs its callbacks (Docling Serve): its sources take
     them as hints only (``webhook_mode = "direct"``) and have no signing secret."""

@@ -44,6 +44,7 @@ RESULT_KEYS = (
 
 class DocExtract(Provider):
     name = "docextract"
+    signature_schemes = ("docextract",)
     status_words = {
         "queued": State.QUEUED,
         "processing": State.RUNNING,

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 class DocuRift(Provider):
     name = "docurift"
+    signature_schemes = ("docurift",)
     # The job API's words, then the webhook's event types: the type is the only status a
     # webhook carries, so it is the provider's word kept beside the canonical state.
     status_words = {

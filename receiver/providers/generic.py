@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 class Generic(Provider):
     name: ClassVar[str] = "generic"
+    signature_schemes = ("docurift", "docextract", "llamacloud")
 
     def __init__(self, settings: GenericSettings) -> None:
         self.settings = settings

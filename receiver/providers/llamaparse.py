@@ -79,6 +79,7 @@ class LlamaParseJobAPI(AssemblingJobAPI):
 
 class LlamaParse(Provider):
     name: ClassVar[str] = "llamaparse"
+    signature_schemes = ("llamacloud",)
     status_words = {
         "PENDING": State.QUEUED,
         "RUNNING": State.RUNNING,

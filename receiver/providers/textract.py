@@ -145,6 +145,8 @@ class Textract(Provider):
     table_name = "aws"
     table_model = AwsSettings
     job_auth = "sigv4"
+    signature_schemes = ("sns",)
+    default_signature = "sns"
     status_words = {
         "IN_PROGRESS": State.RUNNING,
         "SUCCEEDED": State.SUCCEEDED,

@@ -57,7 +57,9 @@ def build_source(name: str, cfg: SourceSettings) -> webhooks.Source:
     return webhooks.Source(
         name,
         provider,
-        build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys)
+        build_verifier(
+            cfg.signature, cfg.secrets, public_keys=cfg.public_keys, own=provider.verifiers
+        )
         if cfg.secrets or cfg.public_keys
         else direct.SignedWebhooksOff(),
     )

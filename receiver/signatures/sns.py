@@ -25,7 +25,7 @@ import json
 import time
 from collections import OrderedDict
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 import structlog
@@ -75,6 +75,8 @@ class SnsVerifier(AsyncVerifier):
     The lifespan ``attach``es the egress client (and the source's rate budget) before the first
     delivery; until then deliveries are answered 503 (the service is starting).
     """
+
+    scheme: ClassVar[str] = "sns"
 
     def __init__(
         self,
