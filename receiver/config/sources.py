@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.errors import ProviderLoadError
 from receiver.providers import PROVIDERS, Provider, provider_class
-from receiver.providers.azure import AzureOptions
-from receiver.providers.google import GcpOptions
-from receiver.providers.landingai import LandingAIOptions
-from receiver.providers.mapping import GenericSettings
-from receiver.providers.textract import AwsSettings
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, known_schemes
 from receiver.signatures.base import parse_public_key
 from receiver.signatures.svix import check_svix_secret
+
+if TYPE_CHECKING:
+    from pydantic_core import InitErrorDetails
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_CONFIDENCE_FIELDS = 100
@@ -63,11 +69,9 @@ class SourceSettings(_Section):
     api_base_url: str | None = None
     api_key: SecretValue | None = None
     poll: PollSettings = PollSettings()
-    generic: GenericSettings | None = None
-    aws: AwsSettings | None = None
-    """Textract: ``[sources.NAME.aws]`` (region, allowed SNS topics, the API of bare job ids)."""
-    api_version: Literal["v1", "v2"] | None = None
-    """Knowhere only: the API version spoken (``/v2/jobs`` by default, as its SDK does; ``v1``)."""
+    api_version: str | None = None
+    """The API spoken, for a provider with several (Knowhere: ``v2``, as its SDK does, by
+    default; ``v1``): one of the provider's ``api_versions``."""
     direct_tokens: tuple[SecretValue, ...] = ()
     """``webhook_mode = "direct"``: the secret path tokens of the webhook URL (at least 128 bits
     each, as ``secrets.token_urlsafe(32)`` makes them; several during a rotation)."""
@@ -85,17 +89,50 @@ class SourceSettings(_Section):
     confidence_fields: tuple[str, ...] = ()
     """The fields the ``jobhook_field_confidence`` histogram names (others are ``other``);
     empty: the first ``METRIC_FIELDS`` distinct fields seen."""
-    azure: AzureOptions | None = None
-    """``provider = "azure-docintel"``: its API version and default model."""
-    gcp: GcpOptions | None = None
-    """``provider = "google-docai"``: service account, location, Cloud Storage."""
-    landingai: LandingAIOptions | None = None
-    """``provider = "landingai"``: parse or extract jobs, and zero data retention."""
+    table: SerializeAsAny[BaseModel] | None = Field(None, exclude=True, repr=False)
+    """The provider's own sub-table, ``[sources.NAME.<table_name>]``, validated by the model the
+    provider declares (``table_model``) and handed to its adapter; not a key of its own."""
 
-    @property
-    def table(self) -> BaseModel | None:
-        """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
-        return self.aws or self.azure or self.gcp or self.landingai
+    @classmethod
+    def sub_table(cls, key: str) -> type[BaseModel] | None:
+        """The model of a built-in provider's table named ``key`` (what problems.py walks)."""
+        for provider in PROVIDERS.values():
+            if provider.table_name == key:
+                return provider.table_model
+        return None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_table(cls, data: Any, info: ValidationInfo) -> Any:
+        # The provider's sub-table is read with its own model, so a plugin's table is checked
+        # as a built-in's is; its errors keep the key's path ([sources.NAME.TABLE] key).
+        if not isinstance(data, dict):
+            return data
+        if "table" in data:
+            raise _under(
+                cls.__name__, "table", [{"type": "extra_forbidden", "loc": (), "input": None}]
+            )
+        found = _found(data.get("provider"))
+        if found is None:
+            return data  # the provider check says why
+        name, model = found.table_name, found.table_model
+        if name in cls.model_fields:
+            raise ValueError(f"provider {found.name!r} names its table {name!r}, a source's key")
+        data = dict(data)
+        if name is not None and model is not None and name in data:
+            try:
+                data["table"] = model.model_validate(data.pop(name), context=info.context)
+            except ValidationError as exc:
+                raise _under(exc.title, name, exc.errors()) from None
+        owners = {p.table_name: p.name for p in PROVIDERS.values() if p.table_name}
+        for key in data:
+            if key in owners and key != name:
+                article = "an" if key[0] in "aeiou" else "a"
+                raise ValueError(
+                    f"{article} {key} table is only for provider {owners[key]!r}, "
+                    f"not for provider {found.name!r}"
+                )
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -144,6 +181,19 @@ class SourceSettings(_Section):
         except ProviderLoadError as exc:
             raise ValueError(str(exc)) from None
         return provider
+
+    @field_validator("api_version")
+    @classmethod
+    def _spoken_version(cls, version: str | None, info: ValidationInfo) -> str | None:
+        found = _found(info.data.get("provider"))
+        if version is None or found is None or version in found.api_versions:
+            return version
+        if found.api_versions:
+            raise ValueError(
+                f"provider {found.name!r} speaks api_version {' or '.join(found.api_versions)}"
+            )
+        takers = [repr(n) for n, p in PROVIDERS.items() if p.api_versions]
+        raise ValueError(f"api_version is for provider {' or '.join(takers)}, not {found.name!r}")
 
     @field_validator("signature")
     @classmethod
@@ -205,27 +255,9 @@ class SourceSettings(_Section):
         return secrets
 
     @model_validator(mode="after")
-    def _generic_table(self) -> SourceSettings:
-        if self.provider == "generic" and self.generic is None:
-            raise ValueError("provider 'generic' needs a [sources.NAME.generic] table")
-        if self.provider != "generic" and self.generic is not None:
-            raise ValueError(
-                f"a generic table is only for provider 'generic', not {self.provider!r}"
-            )
-        if self.provider == "textract" and self.aws is None:
-            raise ValueError(
-                "provider 'textract' needs a [sources.NAME.aws] table (region, topic_arns)"
-            )
-        if self.provider != "textract" and self.aws is not None:
-            raise ValueError(f"an aws table is only for provider 'textract', not {self.provider!r}")
-        if self.api_version is not None and self.provider != "knowhere":
-            raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
-        if self.provider == "azure-docintel" and not (self.api_base_url and self.api_key):
-            raise ValueError(
-                "provider 'azure-docintel' needs api_base_url (the resource's endpoint, "
-                "https://NAME.cognitiveservices.azure.com) and api_key (its key)"
-            )
+    def _provider_rules(self) -> SourceSettings:
         found = provider_class(self.provider)  # the field check found it
+        found.check_source({key: getattr(self, key) for key in type(self).model_fields}, self.table)
         if found.job_auth != "api_key" and self.api_key is not None:
             signer = (
                 f"[sources.NAME.{found.table_name}] credentials"
@@ -237,11 +269,6 @@ class SourceSettings(_Section):
             raise ValueError(
                 f"provider {self.provider!r} signs its requests with {signer}, not an api_key"
             )
-        table_name = found.table_name
-        for name in ("azure", "gcp", "landingai"):
-            if getattr(self, name) is not None and name != table_name:
-                article = "an" if name[0] in "aeiou" else "a"
-                raise ValueError(f"{article} {name} table is not for provider {self.provider!r}")
         if not found.webhooks and found.job_auth == "api_key" and not self.api_key:
             raise ValueError(
                 f"provider {self.provider!r} is polled: it needs api_key (its API key)"
@@ -282,6 +309,21 @@ def check_scheme(scheme: str, provider: str | None) -> None:
     raise ValueError(
         f"signature {scheme!r} is only for provider {' or '.join(takers)}, not {provider!r}"
     )
+
+
+def _under(title: str, table: str, errors: list[Any]) -> ValidationError:
+    """``errors`` of a provider's table, each at its key's path under ``table``."""
+    moved: list[InitErrorDetails] = []
+    for error in errors:
+        detail: InitErrorDetails = {
+            "type": error["type"],
+            "loc": (table, *error["loc"]),
+            "input": error["input"],
+        }
+        if "ctx" in error:
+            detail["ctx"] = error["ctx"]
+        moved.append(detail)
+    return ValidationError.from_exception_data(title, moved)
 
 
 def _found(name: object) -> type[Provider] | None:

@@ -123,6 +123,10 @@ class AzureDocIntel(Provider):
     job_api_class = AzureJobAPI
     table_name = "azure"
     table_model = AzureOptions
+    required_keys = {
+        "api_base_url": "the resource's endpoint, https://NAME.cognitiveservices.azure.com",
+        "api_key": "its key",
+    }
     result_fields = staticmethod(document_fields)
     cannot_resubmit = (
         "azure-docintel: an analyze operation keeps its result, not the document it was given, "

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from receiver.models import Via
-    from receiver.providers.mapping import GenericSettings
 
 __all__ = [
     "FieldReading",
@@ -126,8 +125,17 @@ class Provider:
     table_name: ClassVar[str | None] = None
     """The name of the source's sub-table this provider reads (``azure``, ``gcp``), if any."""
     table_model: ClassVar[type[BaseModel] | None] = None
-    """The model of that sub-table: ``from_settings`` hands ``__init__`` an instance of it,
-    or None when the source has none (the adapter's defaults)."""
+    """The model of that sub-table: configuration validates ``[sources.NAME.<table_name>]``
+    with it (errors name the key's path) and ``from_settings`` hands ``__init__`` an instance
+    of it, or None when the source has none (the adapter's defaults)."""
+    table_required: ClassVar[bool] = False
+    """True when a source of this provider must have its sub-table."""
+    api_versions: ClassVar[tuple[str, ...]] = ()
+    """The APIs a provider with several speaks, the default first: a source's
+    ``api_version`` picks one; empty: the source takes no ``api_version``."""
+    required_keys: ClassVar[Mapping[str, str]] = {}
+    """Keys of ``[sources.NAME]`` every source of this provider sets, each with what it
+    holds (said when it is missing)."""
     webhooks: ClassVar[bool] = True
     """False for a provider that announces nothing (a long-running operation is polled): its
     sources need no signing secret, and its jobs are polled from the start."""
@@ -151,21 +159,31 @@ class Provider:
 
     @classmethod
     def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
+        cls, table: BaseModel | None = None, *, api_version: str | None = None
     ) -> Provider:
-        """The adapter for one configured source; ``generic`` reads its table, a cloud
-        provider its own (``table``: ``[sources.NAME.aws]``...); TypeError for a table that is
-        not an instance of ``table_model``."""
+        """The adapter for one configured source: ``table`` is its sub-table
+        (``[sources.NAME.<table_name>]``), ``api_version`` one of ``api_versions``; TypeError for
+        a table that is not an instance of ``table_model``."""
         if table is not None and (
             cls.table_model is None or not isinstance(table, cls.table_model)
         ):
             wanted = f"a [{cls.table_name}] table" if cls.table_model else "no sub-table"
             raise TypeError(f"provider {cls.name!r} takes {wanted}, not {type(table).__name__}")
         return cls(table)
+
+    @classmethod
+    def check_source(cls, keys: Mapping[str, object], table: BaseModel | None) -> None:
+        """ValueError saying what a source of this provider lacks or cannot have, given its
+        ``[sources.NAME]`` keys as set and its validated sub-table. By default: the
+        ``required_keys`` and, when ``table_required``, the table; a provider with rules of
+        its own extends it."""
+        missing = [
+            f"{key} ({what})" for key, what in cls.required_keys.items() if not keys.get(key)
+        ]
+        if missing:
+            raise ValueError(f"provider {cls.name!r} needs {' and '.join(missing)}")
+        if cls.table_required and table is None:
+            raise ValueError(f"provider {cls.name!r} needs a [sources.NAME.{cls.table_name}] table")
 
     def __init__(self, table: BaseModel | None = None) -> None:
         """``table``: the source's sub-table (see ``table_model``); None for the defaults."""

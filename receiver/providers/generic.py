@@ -21,18 +21,21 @@ from receiver.providers.base import (
     number,
     page_count,
 )
+from receiver.providers.mapping import GenericSettings
 from receiver.providers.pointer import MISSING, Pointer
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from receiver.models import Via
-    from receiver.providers.mapping import GenericSettings
 
 
 class Generic(Provider):
     name: ClassVar[str] = "generic"
     signature_schemes = ("docurift", "docextract", "llamacloud")
+    table_name = "generic"
+    table_model = GenericSettings
+    table_required = True
 
     def __init__(self, settings: GenericSettings) -> None:
         self.settings = settings
@@ -61,15 +64,11 @@ class Generic(Provider):
 
     @classmethod
     def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
+        cls, table: BaseModel | None = None, *, api_version: str | None = None
     ) -> Provider:
-        if generic is None:
+        if table is None:
             raise ConfigError("provider 'generic' needs a [sources.NAME.generic] table")
-        return cls(generic)
+        return super().from_settings(table, api_version=api_version)
 
     def __repr__(self) -> str:
         return f"Generic(job_path={self.settings.job_path!r})"

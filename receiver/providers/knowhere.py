@@ -29,13 +29,13 @@ if TYPE_CHECKING:
 
     from receiver.models import Via
     from receiver.providers.base import ListedJob
-    from receiver.providers.mapping import GenericSettings
 
 API_VERSIONS = ("v2", "v1")
 
 
 class Knowhere(Provider):
     name = "knowhere"
+    api_versions = API_VERSIONS
     status_words = {
         "waiting-file": State.QUEUED,
         "pending": State.QUEUED,
@@ -60,13 +60,9 @@ class Knowhere(Provider):
 
     @classmethod
     def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
+        cls, table: BaseModel | None = None, *, api_version: str | None = None
     ) -> Provider:
-        return cls(api_version or "v2")
+        return cls(api_version or API_VERSIONS[0])
 
     def __repr__(self) -> str:
         return f"Knowhere(api_version={self.api_version!r})"

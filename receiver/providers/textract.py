@@ -144,6 +144,7 @@ class Textract(Provider):
     name = "textract"
     table_name = "aws"
     table_model = AwsSettings
+    table_required = True
     job_auth = "sigv4"
     signature_schemes = ("sns",)
     default_signature = "sns"

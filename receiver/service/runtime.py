@@ -104,7 +104,7 @@ class Runtime:
             providers: dict[str, Provider] = {}
             for name, cfg in settings.sources.items():
                 provider = providers[name] = get_provider(
-                    cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table
+                    cfg.provider, cfg.table, api_version=cfg.api_version
                 )
                 base_url = cfg.api_base_url or provider.default_api_base_url()
                 # A provider with its own job API signs its requests itself (no api_key).
@@ -234,8 +234,10 @@ class Runtime:
             client = self._verifier_clients.get(name)
             if client is None:
                 outbound = self.egress
-                if cfg.aws is not None and cfg.aws.extra_ca_bundle is not None:
-                    outbound = outbound.adding_ca(cfg.aws.extra_ca_bundle)
+                # A provider's table may name a CA bundle its verifier's requests trust too.
+                extra_ca = getattr(cfg.table, "extra_ca_bundle", None)
+                if extra_ca is not None:
+                    outbound = outbound.adding_ca(extra_ca)
                 client = httpx.AsyncClient(
                     timeout=httpx.Timeout(10.0, connect=self.settings.results.connect_timeout),
                     headers={"User-Agent": "jobhook"},
