@@ -32,7 +32,7 @@ import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import structlog
 
@@ -55,10 +55,17 @@ __all__ = [
     "ResultRef",
     "Submission",
     "hinted_job",
+    "presigned",
 ]
 
 log = structlog.get_logger(__name__)
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+SIGNED_QUERY_KEYS = frozenset(
+    {"x-amz-signature", "x-amz-credential", "x-goog-signature", "x-goog-credential", "sig",
+     "signature"}
+)  # fmt: skip
+"""Query keys (lower-case) that make a URL presigned: S3 and Google Cloud Storage V4
+signatures, an Azure SAS's ``sig``, a CloudFront or S3 V2 ``Signature`` (with ``Expires``)."""
 
 ListedJob = tuple[str, str]
 """One entry of a provider's job list: (job id, the provider's status word)."""
@@ -247,6 +254,12 @@ class Provider:
         """Seconds to wait, when an error body (429, 503) says so; None otherwise."""
         return None
 
+    def result_takes_key(self, url: str, api_base_url: str) -> bool:
+        """Whether a request for the result at ``url`` presents the API key: only a URL under
+        the job API's base, and never a presigned one (its query carries its own signature,
+        and a store such as S3 refuses a request authenticated twice)."""
+        return url.startswith(api_base_url.rstrip("/") + "/") and not presigned(url)
+
     def result_fields(self, result: dict[str, Any]) -> Iterable[FieldReading]:
         """The fields a JSON result's own shape holds (a form's keys, typed document fields);
         none by default. Every result's top-level ``confidence`` map and ``extracted_data`` or
@@ -271,6 +284,12 @@ def hinted_job(payload: Any, field: str) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def presigned(url: str) -> bool:
+    """True when ``url``'s query carries a signature (``SIGNED_QUERY_KEYS``)."""
+    query = urlsplit(url).query
+    return any(key.lower() in SIGNED_QUERY_KEYS for key, _ in parse_qsl(query, True))
 
 
 def job_segment(job_id: str) -> str:
