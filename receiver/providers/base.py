@@ -218,6 +218,32 @@ class Provider:
         """Translate a verified webhook body into an event; PayloadError when it has no job."""
         raise NotImplementedError
 
+    def webhook_event(
+        self,
+        *,
+        source: str,
+        job_id: str,
+        status: str,
+        via: Via,
+        message_id: str | None,
+        metadata: object = None,
+        error: object = None,
+    ) -> Event:
+        """The event a verified webhook (or callback) brings: ``status``, the provider's word,
+        with its state; ``metadata`` when it is an object; ``error`` (text or an error object)
+        as one line and its code."""
+        return Event(
+            source=source,
+            job_id=job_id,
+            state=self.canonical(status, source=source, job_id=job_id),
+            provider_status=status,
+            via=via,
+            message_id=message_id,
+            metadata=metadata if isinstance(metadata, dict) else {},
+            error=describe_error(error),
+            error_code=error_code(error),
+        )
+
     def auth_headers(self, api_key: str) -> dict[str, str]:
         """The headers that present ``api_key`` to the job API."""
         return {self.auth_header: f"{self.auth_scheme}{api_key}"}

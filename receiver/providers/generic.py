@@ -96,18 +96,10 @@ class Generic(Provider):
     ) -> Event:
         job_id = self._required("webhook_job_id", body)
         status = self._required("webhook_status", body)
-        metadata = self._get("webhook_metadata", body)
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(status, source=source, job_id=job_id),
-            provider_status=status,
-            via=via,
-            message_id=message_id,
-            metadata=metadata if isinstance(metadata, dict) else {},
-            error=describe_error(self._get("webhook_error", body)),
-            error_code=error_code(self._get("webhook_error", body)),
-        )
+        return self.webhook_event(
+            source=source, job_id=job_id, status=status, via=via, message_id=message_id,
+            metadata=self._get("webhook_metadata", body), error=self._get("webhook_error", body),
+        )  # fmt: skip
 
     def job_path(self, job_id: str) -> str:
         return self.settings.job_path.format(job_id=job_segment(job_id))

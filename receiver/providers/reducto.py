@@ -15,7 +15,6 @@ from receiver.providers.base import (
     error_code,
     job_segment,
     number,
-    optional_dict,
     require_str,
     with_query,
 )
@@ -58,15 +57,10 @@ class Reducto(Provider):
     ) -> Event:
         job_id = require_str(body, "job_id")
         status = require_str(body, "status")
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(status, source=source, job_id=job_id),
-            provider_status=status,
-            via=via,
-            message_id=message_id,
-            metadata=optional_dict(body, "metadata"),
-        )
+        return self.webhook_event(
+            source=source, job_id=job_id, status=status, via=via, message_id=message_id,
+            metadata=body.get("metadata"),
+        )  # fmt: skip
 
     def job_path(self, job_id: str) -> str:
         return f"/job/{job_segment(job_id)}"
