@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
@@ -18,7 +19,7 @@ from pydantic import (
 from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.errors import ProviderLoadError
-from receiver.providers import PROVIDERS, Provider, provider_class
+from receiver.providers import ENTRY_POINT_GROUP, PROVIDERS, Provider, provider_class
 from receiver.secret import Secret, resolve_secret
 from receiver.signatures import check_hmac_secret, known_schemes
 from receiver.signatures.base import parse_public_key
@@ -95,9 +96,12 @@ class SourceSettings(_Section):
 
     @classmethod
     def sub_table(cls, key: str) -> type[BaseModel] | None:
-        """The model of a built-in provider's table named ``key`` (what problems.py walks)."""
-        for provider in PROVIDERS.values():
-            if provider.table_name == key:
+        """The model of the table named ``key`` of a built-in or entry-point provider (what
+        problems.py walks to suggest a key)."""
+        names = [*PROVIDERS, *(p.name for p in entry_points(group=ENTRY_POINT_GROUP))]
+        for name in names:
+            provider = _found(name)
+            if provider is not None and provider.table_name == key:
                 return provider.table_model
         return None
 
