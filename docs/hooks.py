@@ -195,7 +195,7 @@ def configuration() -> str:
         lines += [f"### {_title(dotted)}", ""]
         owner = _table_owner(dotted)
         if owner:
-            lines += [f"For `provider = \"{owner}\"` only: the provider's own table.", ""]
+            lines += [f'For `provider = "{owner}"` only: the provider\'s own table.', ""]
         doc = model.__dict__.get("__doc__")
         if doc:
             lines += [" ".join(doc.replace("``", "`").split()), ""]
