@@ -15,6 +15,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
@@ -326,6 +327,11 @@ def _under(title: str, table: str, errors: list[Any]) -> ValidationError:
         }
         if "ctx" in error:
             detail["ctx"] = error["ctx"]
+        try:  # a table's own error type (PydanticCustomError) is not one pydantic-core knows
+            ValidationError.from_exception_data(title, [detail])
+        except KeyError:
+            detail = {**detail, "type": PydanticCustomError(error["type"], error["msg"])}
+            detail.pop("ctx", None)
         moved.append(detail)
     return ValidationError.from_exception_data(title, moved)
 
