@@ -22,7 +22,7 @@ from receiver.config.direct import check_direct
 from receiver.errors import ProviderLoadError
 from receiver.providers import ENTRY_POINT_GROUP, PROVIDERS, Provider, provider_class
 from receiver.secret import Secret, resolve_secret
-from receiver.signatures import check_hmac_secret, known_schemes
+from receiver.signatures import SCHEMES, check_hmac_secret, known_schemes
 from receiver.signatures.base import parse_public_key
 from receiver.signatures.svix import check_svix_secret
 
@@ -229,11 +229,15 @@ class SourceSettings(_Section):
         cls, secrets: tuple[Secret, ...], info: ValidationInfo
     ) -> tuple[Secret, ...]:
         # public_keys is absent from info.data when it was refused: its own error suffices.
-        if info.data.get("signature") == "sns":
+        scheme = info.data.get("signature")
+        if scheme in SCHEMES and SCHEMES[scheme] is None:
+            # A scheme built from the provider's table (SNS: its topics), not from secrets.
+            table = _found(info.data.get("provider"))
+            where = f"[sources.NAME.{table.table_name}]" if table and table.table_name else "own"
             if secrets:
                 raise ValueError(
-                    "signature 'sns' takes no secrets: SNS signs with its certificate; list the "
-                    "topics under [sources.NAME.aws] topic_arns"
+                    f"signature {scheme!r} takes no secrets: it verifies with what the "
+                    f"provider's {where} table lists (for SNS: the topics, topic_arns)"
                 )
             return secrets
         provider = _found(info.data.get("provider"))
@@ -251,7 +255,6 @@ class SourceSettings(_Section):
                 'add secrets = ["env:NAME"] naming the provider\'s signing secret'
             )
         # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
-        scheme = info.data.get("signature")
         for index, secret in enumerate(secrets, start=1):
             if scheme == "svix":
                 check_svix_secret(secret.reveal(), index)
