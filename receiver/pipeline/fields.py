@@ -16,10 +16,14 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from receiver.store.rows import FieldValue
 
 if TYPE_CHECKING:
-    from receiver.providers.base import Provider
+    from receiver.providers.base import FieldReading, Provider
+
+log = structlog.get_logger(__name__)
 
 MAX_FIELDS = 100
 MAX_NAME = 200
@@ -36,7 +40,7 @@ def extract_fields(result: Any, provider: Provider | None = None) -> tuple[Field
     confidences: dict[str, float] = {}
     _numbers(result.get("confidence"), "", confidences, 0)
     values: dict[str, str] = {}
-    for name, number, text in provider.result_fields(result) if provider is not None else ():
+    for name, number, text in _readings(result, provider):
         if not isinstance(name, str) or not name:
             continue
         name = name[:MAX_NAME]
@@ -57,6 +61,18 @@ def extract_fields(result: Any, provider: Provider | None = None) -> tuple[Field
             break
     names = [*confidences, *(n for n in values if n not in confidences)][:MAX_FIELDS]
     return tuple(FieldValue(n, confidences.get(n), values.get(n)) for n in names)
+
+
+def _readings(result: dict[str, Any], provider: Provider | None) -> list[FieldReading]:
+    """What ``provider`` reads of its result's own shape; none when its reader fails on a
+    result it did not foresee (its fields are lost, the result and the completion are not)."""
+    if provider is None:
+        return []
+    try:
+        return list(provider.result_fields(result))
+    except Exception as exc:  # a provider's code, a plugin's too: never fails the completion
+        log.warning("result_fields_failed", provider=provider.name, error=type(exc).__name__)
+        return []
 
 
 def lowest(fields: tuple[FieldValue, ...]) -> float | None:
