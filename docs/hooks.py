@@ -140,14 +140,23 @@ def _environment_table() -> dict[str, tuple[str, str]]:
 
 
 def _section(model: type, dotted: str, out: list[tuple[str, Any]]) -> None:
-    """Collect (dotted name, model) for a model and the tables under it, depth first."""
+    """Collect (dotted name, model) for a model and the tables under it, depth first; under
+    ``[sources.NAME]``, each built-in provider's own table (its ``table_model``)."""
     out.append((dotted, model))
     for field, info in model.model_fields.items():
+        if info.exclude:
+            continue  # not a key (the provider's table, read by the provider's model)
         inner = _models(info.annotation)
         origin = get_origin(info.annotation)
         if inner:
             suffix = {dict: ".<NAME>", tuple: "[]"}.get(origin, "")
             _section(inner[0], f"{dotted}.{field}{suffix}".lstrip("."), out)
+    if dotted == "sources.<NAME>":
+        from receiver.providers import PROVIDERS
+
+        for provider in PROVIDERS.values():
+            if provider.table_name and provider.table_model:
+                _section(provider.table_model, f"{dotted}.{provider.table_name}", out)
 
 
 def _env_name(dotted: str, field: str) -> str:
@@ -165,6 +174,16 @@ def _title(dotted: str) -> str:
     return f"`[{dotted.replace('<NAME>', 'NAME')}]`"
 
 
+def _table_owner(dotted: str) -> str | None:
+    """The built-in provider whose own table ``dotted`` is (``sources.<NAME>.aws``), if any."""
+    from receiver.providers import PROVIDERS
+
+    parts = dotted.split(".")
+    if len(parts) != 3 or parts[:2] != ["sources", "<NAME>"]:
+        return None
+    return next((p.name for p in PROVIDERS.values() if p.table_name == parts[2]), None)
+
+
 def configuration() -> str:
     from receiver.config import Settings
 
@@ -174,6 +193,9 @@ def configuration() -> str:
     lines: list[str] = []
     for dotted, model in sections:
         lines += [f"### {_title(dotted)}", ""]
+        owner = _table_owner(dotted)
+        if owner:
+            lines += [f'For `provider = "{owner}"` only: the provider\'s own table.', ""]
         doc = model.__dict__.get("__doc__")
         if doc:
             lines += [" ".join(doc.replace("``", "`").split()), ""]

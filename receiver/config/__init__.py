@@ -15,13 +15,11 @@ from receiver.config.settings import (
     SourceSettings,
     StoreSettings,
 )
-from receiver.providers.mapping import GenericSettings
 
 __all__ = [
     "DEFAULT_CONFIG",
     "ENV_PREFIX",
     "DispatchSettings",
-    "GenericSettings",
     "HandlerSettings",
     "LogSettings",
     "PollSettings",

@@ -23,7 +23,7 @@ def check_direct(
     api_key: Secret | None,
     tokens: Sequence[Secret],
     *,
-    hint_providers: Sequence[str] = ("reducto",),
+    hint_providers: Sequence[str],
     header: str | None = None,
     header_values: Sequence[Secret] = (),
 ) -> None:

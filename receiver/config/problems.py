@@ -126,10 +126,16 @@ def _keys_at(model: type[BaseModel] | None, loc: Loc) -> list[str]:
         annotation = _unwrap(annotation)
         origin = typing.get_origin(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            field = annotation.model_fields.get(str(parts.pop(0)))
-            if field is None:
+            key = str(parts.pop(0))
+            field = annotation.model_fields.get(key)
+            if field is not None:
+                annotation = field.annotation
+                continue
+            # A table read by a model of its own (a provider's [sources.NAME.TABLE]).
+            sub_table = getattr(annotation, "sub_table", None)
+            annotation = sub_table(key) if callable(sub_table) else None
+            if annotation is None:
                 return []
-            annotation = field.annotation
         elif origin in (dict, tuple, list):
             parts.pop(0)  # a table's name or a list's index
             annotation = typing.get_args(annotation)[-1 if origin is dict else 0]

@@ -3,23 +3,31 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 from receiver.config.base import VARIABLE_NAME, SecretValue, _Section
 from receiver.config.direct import check_direct
 from receiver.errors import ProviderLoadError
-from receiver.providers import PROVIDERS, Provider, provider_class
-from receiver.providers.azure import AzureOptions
-from receiver.providers.google import GcpOptions
-from receiver.providers.landingai import LandingAIOptions
-from receiver.providers.mapping import GenericSettings
-from receiver.providers.textract import AwsSettings
+from receiver.providers import ENTRY_POINT_GROUP, PROVIDERS, Provider, provider_class
 from receiver.secret import Secret, resolve_secret
-from receiver.signatures import check_hmac_secret, check_scheme
+from receiver.signatures import SCHEMES, check_hmac_secret, known_schemes
 from receiver.signatures.base import parse_public_key
 from receiver.signatures.svix import check_svix_secret
+
+if TYPE_CHECKING:
+    from pydantic_core import InitErrorDetails
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_CONFIDENCE_FIELDS = 100
@@ -63,11 +71,9 @@ class SourceSettings(_Section):
     api_base_url: str | None = None
     api_key: SecretValue | None = None
     poll: PollSettings = PollSettings()
-    generic: GenericSettings | None = None
-    aws: AwsSettings | None = None
-    """Textract: ``[sources.NAME.aws]`` (region, allowed SNS topics, the API of bare job ids)."""
-    api_version: Literal["v1", "v2"] | None = None
-    """Knowhere only: the API version spoken (``/v2/jobs`` by default, as its SDK does; ``v1``)."""
+    api_version: str | None = None
+    """The API spoken, for a provider with several (Knowhere: ``v2``, as its SDK does, by
+    default; ``v1``): one of the provider's ``api_versions``."""
     direct_tokens: tuple[SecretValue, ...] = ()
     """``webhook_mode = "direct"``: the secret path tokens of the webhook URL (at least 128 bits
     each, as ``secrets.token_urlsafe(32)`` makes them; several during a rotation)."""
@@ -85,17 +91,53 @@ class SourceSettings(_Section):
     confidence_fields: tuple[str, ...] = ()
     """The fields the ``jobhook_field_confidence`` histogram names (others are ``other``);
     empty: the first ``METRIC_FIELDS`` distinct fields seen."""
-    azure: AzureOptions | None = None
-    """``provider = "azure-docintel"``: its API version and default model."""
-    gcp: GcpOptions | None = None
-    """``provider = "google-docai"``: service account, location, Cloud Storage."""
-    landingai: LandingAIOptions | None = None
-    """``provider = "landingai"``: parse or extract jobs, and zero data retention."""
+    table: SerializeAsAny[BaseModel] | None = Field(None, exclude=True, repr=False)
+    """The provider's own sub-table, ``[sources.NAME.<table_name>]``, validated by the model the
+    provider declares (``table_model``) and handed to its adapter; not a key of its own."""
 
-    @property
-    def table(self) -> BaseModel | None:
-        """The provider's own sub-table, handed to its adapter (``get_provider(table=...)``)."""
-        return self.aws or self.azure or self.gcp or self.landingai
+    @classmethod
+    def sub_table(cls, key: str) -> type[BaseModel] | None:
+        """The model of the table named ``key`` of a built-in or entry-point provider (what
+        problems.py walks to suggest a key)."""
+        names = [*PROVIDERS, *(p.name for p in entry_points(group=ENTRY_POINT_GROUP))]
+        for name in names:
+            provider = _found(name)
+            if provider is not None and provider.table_name == key:
+                return provider.table_model
+        return None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_table(cls, data: Any, info: ValidationInfo) -> Any:
+        # The provider's sub-table is read with its own model, so a plugin's table is checked
+        # as a built-in's is; its errors keep the key's path ([sources.NAME.TABLE] key).
+        if not isinstance(data, dict):
+            return data
+        if "table" in data:
+            raise _under(
+                cls.__name__, "table", [{"type": "extra_forbidden", "loc": (), "input": None}]
+            )
+        found = _found(data.get("provider"))
+        if found is None:
+            return data  # the provider check says why
+        name, model = found.table_name, found.table_model
+        if name in cls.model_fields:
+            raise ValueError(f"provider {found.name!r} names its table {name!r}, a source's key")
+        data = dict(data)
+        if name is not None and model is not None and name in data:
+            try:
+                data["table"] = model.model_validate(data.pop(name), context=info.context)
+            except ValidationError as exc:
+                raise _under(exc.title, name, exc.errors()) from None
+        owners = {p.table_name: p.name for p in PROVIDERS.values() if p.table_name}
+        for key in data:
+            if key in owners and key != name:
+                article = "an" if key[0] in "aeiou" else "a"
+                raise ValueError(
+                    f"{article} {key} table is only for provider {owners[key]!r}, "
+                    f"not for provider {found.name!r}"
+                )
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -112,10 +154,11 @@ class SourceSettings(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _textract_signs_by_sns(cls, data: object) -> object:
-        # SNS is the only way Textract announces a job: its scheme is the default there.
-        if isinstance(data, dict) and data.get("provider") == "textract":
-            data.setdefault("signature", "sns")
+    def _default_signature(cls, data: object) -> object:
+        # A provider that announces jobs one way only (SNS) declares that scheme its default.
+        found = _found(data.get("provider")) if isinstance(data, dict) else None
+        if isinstance(data, dict) and found is not None and "signature" not in data:
+            data = {**data, "signature": found.default_signature}
         return data
 
     @field_validator("confidence_alert")
@@ -143,6 +186,19 @@ class SourceSettings(_Section):
         except ProviderLoadError as exc:
             raise ValueError(str(exc)) from None
         return provider
+
+    @field_validator("api_version")
+    @classmethod
+    def _spoken_version(cls, version: str | None, info: ValidationInfo) -> str | None:
+        found = _found(info.data.get("provider"))
+        if version is None or found is None or version in found.api_versions:
+            return version
+        if found.api_versions:
+            raise ValueError(
+                f"provider {found.name!r} speaks api_version {' or '.join(found.api_versions)}"
+            )
+        takers = [repr(n) for n, p in PROVIDERS.items() if p.api_versions]
+        raise ValueError(f"api_version is for provider {' or '.join(takers)}, not {found.name!r}")
 
     @field_validator("signature")
     @classmethod
@@ -173,11 +229,15 @@ class SourceSettings(_Section):
         cls, secrets: tuple[Secret, ...], info: ValidationInfo
     ) -> tuple[Secret, ...]:
         # public_keys is absent from info.data when it was refused: its own error suffices.
-        if info.data.get("signature") == "sns":
+        scheme = info.data.get("signature")
+        if scheme in SCHEMES and SCHEMES[scheme] is None:
+            # A scheme built from the provider's table (SNS: its topics), not from secrets.
+            table = _found(info.data.get("provider"))
+            where = f"[sources.NAME.{table.table_name}]" if table and table.table_name else "own"
             if secrets:
                 raise ValueError(
-                    "signature 'sns' takes no secrets: SNS signs with its certificate; list the "
-                    "topics under [sources.NAME.aws] topic_arns"
+                    f"signature {scheme!r} takes no secrets: it verifies with what the "
+                    f"provider's {where} table lists (for SNS: the topics, topic_arns)"
                 )
             return secrets
         provider = _found(info.data.get("provider"))
@@ -195,7 +255,6 @@ class SourceSettings(_Section):
                 'add secrets = ["env:NAME"] naming the provider\'s signing secret'
             )
         # Each scheme has its own kind of secret; with a bad scheme its own error suffices.
-        scheme = info.data.get("signature")
         for index, secret in enumerate(secrets, start=1):
             if scheme == "svix":
                 check_svix_secret(secret.reveal(), index)
@@ -204,34 +263,9 @@ class SourceSettings(_Section):
         return secrets
 
     @model_validator(mode="after")
-    def _generic_table(self) -> SourceSettings:
-        if self.provider == "generic" and self.generic is None:
-            raise ValueError("provider 'generic' needs a [sources.NAME.generic] table")
-        if self.provider != "generic" and self.generic is not None:
-            raise ValueError(
-                f"a generic table is only for provider 'generic', not {self.provider!r}"
-            )
-        if self.provider == "textract" and self.aws is None:
-            raise ValueError(
-                "provider 'textract' needs a [sources.NAME.aws] table (region, topic_arns)"
-            )
-        if self.provider != "textract" and self.aws is not None:
-            raise ValueError(f"an aws table is only for provider 'textract', not {self.provider!r}")
-        if self.api_version is not None and self.provider != "knowhere":
-            raise ValueError(f"api_version is for provider 'knowhere', not {self.provider!r}")
-        # A source signing in with Entra ID (its table's auth = "entra") has no key.
-        keyless = getattr(self.table, "auth", None) == "entra"
-        if keyless and self.api_key is not None:
-            raise ValueError('auth = "entra" signs in with Entra ID tokens: remove api_key')
-        if self.provider == "azure-docintel" and not (
-            self.api_base_url and (self.api_key or keyless)
-        ):
-            raise ValueError(
-                "provider 'azure-docintel' needs api_base_url (the resource's endpoint, "
-                "https://NAME.cognitiveservices.azure.com) and api_key (its key), or "
-                'auth = "entra" in its [azure] table'
-            )
+    def _provider_rules(self) -> SourceSettings:
         found = provider_class(self.provider)  # the field check found it
+        found.check_source({key: getattr(self, key) for key in type(self).model_fields}, self.table)
         if found.job_auth != "api_key" and self.api_key is not None:
             signer = (
                 f"[sources.NAME.{found.table_name}] credentials"
@@ -243,11 +277,8 @@ class SourceSettings(_Section):
             raise ValueError(
                 f"provider {self.provider!r} signs its requests with {signer}, not an api_key"
             )
-        table_name = found.table_name
-        for name in ("azure", "gcp", "landingai"):
-            if getattr(self, name) is not None and name != table_name:
-                article = "an" if name[0] in "aeiou" else "a"
-                raise ValueError(f"{article} {name} table is not for provider {self.provider!r}")
+        # A source whose table signs in another way (Azure's auth = "entra") holds no key.
+        keyless = getattr(self.table, "auth", None) == "entra"
         if not found.webhooks and found.job_auth == "api_key" and not (self.api_key or keyless):
             raise ValueError(
                 f"provider {self.provider!r} is polled: it needs api_key (its API key)"
@@ -270,6 +301,44 @@ class SourceSettings(_Section):
         elif self.direct_tokens or self.direct_header or self.direct_header_values:
             raise ValueError("direct_tokens and direct_header need webhook_mode = 'direct'")
         return self
+
+
+def check_scheme(scheme: str, provider: str | None) -> None:
+    """ValueError unless ``scheme`` exists and ``provider`` (when known) accepts it: svix is
+    open to every provider, any other scheme to the providers that declare it."""
+    found = _found(provider)
+    own = found.verifiers if found is not None else {}
+    known = known_schemes(own)
+    if scheme not in known:
+        raise ValueError(f"unknown signature scheme {scheme!r}; known: {', '.join(known)}")
+    if found is None or scheme == "svix" or scheme in found.signature_schemes:
+        return
+    takers = [name for name, cls in PROVIDERS.items() if scheme in cls.signature_schemes]
+    if not takers:
+        raise ValueError(f"signature {scheme!r} is not one provider {provider!r} accepts")
+    raise ValueError(
+        f"signature {scheme!r} is only for provider {' or '.join(takers)}, not {provider!r}"
+    )
+
+
+def _under(title: str, table: str, errors: list[Any]) -> ValidationError:
+    """``errors`` of a provider's table, each at its key's path under ``table``."""
+    moved: list[InitErrorDetails] = []
+    for error in errors:
+        detail: InitErrorDetails = {
+            "type": error["type"],
+            "loc": (table, *error["loc"]),
+            "input": error["input"],
+        }
+        if "ctx" in error:
+            detail["ctx"] = error["ctx"]
+        try:  # a table's own error type (PydanticCustomError) is not one pydantic-core knows
+            ValidationError.from_exception_data(title, [detail])
+        except KeyError:
+            detail = {**detail, "type": PydanticCustomError(error["type"], error["msg"])}
+            detail.pop("ctx", None)
+        moved.append(detail)
+    return ValidationError.from_exception_data(title, moved)
 
 
 def _found(name: object) -> type[Provider] | None:

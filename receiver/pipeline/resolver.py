@@ -31,7 +31,10 @@ from receiver.store import Resolution
 from receiver.store.codec import result_ref_json
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from receiver.pipeline.fetch import ResultFetcher
+    from receiver.providers.base import Provider
     from receiver.providers.jobapi import JobAPI
     from receiver.store import CompletionRow, Engine
     from receiver.tracing import Span
@@ -52,8 +55,11 @@ class Resolver:
         results_dir: Path,
         *,
         store: Engine | None = None,
+        providers: Mapping[str, Provider] | None = None,
     ) -> None:
         self._apis = apis
+        self._providers = dict(providers or {})
+        """Each source's adapter, which reads the fields of its results."""
         self._fetcher = fetcher
         self._dir = results_dir
         self._store = store
@@ -61,6 +67,10 @@ class Resolver:
 
     def result_path(self, source: str, job_id: str) -> Path:
         return self._dir / safe_name(source) / f"{safe_name(job_id)}.result"
+
+    def _provider(self, source: str) -> Provider | None:
+        api = self._apis.get(source)
+        return self._providers.get(source) or (api.provider if api is not None else None)
 
     async def resolve(self, completion: CompletionRow, ref: ResultRef | None) -> Resolution:
         """Confirm (when the webhook carried no result) and store the result on disk."""
@@ -103,8 +113,9 @@ class Resolver:
             )  # fmt: skip
         if ref.url is None:
             return _with(
-                await _store_inline(ref.inline, dest), error, state, provider_status, code, where
-            )
+                await _store_inline(ref.inline, dest, self._provider(completion.source)),
+                error, state, provider_status, code, where,
+            )  # fmt: skip
         started = time.monotonic()
         with tracing.span("jobhook.result.fetch") as span:
             fetched = await self._download(completion, ref, dest, api, span)
@@ -133,7 +144,11 @@ class Resolver:
             return Resolution(error=str(exc), error_code="result_expired", error_where="fetch")
         found = Resolution(str(dest), sha256, size)
         if size <= MAX_FIELDS_BYTES:
-            found = _with_fields(found, await anyio.to_thread.run_sync(_read_json, dest))
+            found = _with_fields(
+                found,
+                await anyio.to_thread.run_sync(_read_json, dest),
+                self._provider(completion.source),
+            )
         return found
 
     async def _download(
@@ -189,7 +204,11 @@ class Resolver:
                 continue
             found = Resolution(str(info.path), info.sha256, info.bytes)
             if info.bytes <= MAX_FIELDS_BYTES:
-                found = _with_fields(found, await anyio.to_thread.run_sync(_read_json, info.path))
+                found = _with_fields(
+                    found,
+                    await anyio.to_thread.run_sync(_read_json, info.path),
+                    self._provider(completion.source),
+                )
             return found
         raise RetryableError("unreachable")  # pragma: no cover
 
@@ -221,7 +240,7 @@ class Resolver:
             kept = await anyio.to_thread.run_sync(_kept, dest)
             if kept is not None:  # fetched in full (renamed into place) before a crash
                 log.info("result_kept", source=completion.source, job_id=completion.job_id)
-                return await self._with_read_fields(kept)
+                return await self._with_read_fields(kept, completion.source)
             log.warning("result_consumed", source=completion.source,
                         job_id=completion.job_id, partial_files_removed=removed)  # fmt: skip
             return _fetch_failed(
@@ -240,14 +259,17 @@ class Resolver:
             if not (exc.permanent or exc.expired or isinstance(exc, ChecksumError)):
                 exc = ResultConsumedError(f"the single-use result's one request failed: {exc}")
             return _fetch_failed(completion, exc)
-        return await self._with_read_fields(Resolution(str(info.path), info.sha256, info.bytes))
+        return await self._with_read_fields(
+            Resolution(str(info.path), info.sha256, info.bytes), completion.source
+        )
 
-    @staticmethod
-    async def _with_read_fields(found: Resolution) -> Resolution:
+    async def _with_read_fields(self, found: Resolution, source: str) -> Resolution:
         if found.result_path is None or (found.result_bytes or 0) > MAX_FIELDS_BYTES:
             return found
         return _with_fields(
-            found, await anyio.to_thread.run_sync(_read_json, Path(found.result_path))
+            found,
+            await anyio.to_thread.run_sync(_read_json, Path(found.result_path)),
+            self._provider(source),
         )
 
 
@@ -295,16 +317,19 @@ def _with(
     )
 
 
-async def _store_inline(value: Any, dest: Path) -> Resolution:
+async def _store_inline(value: Any, dest: Path, provider: Provider | None) -> Resolution:
     data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
     await anyio.to_thread.run_sync(atomic_write, dest, data)
-    return _with_fields(Resolution(str(dest), hashlib.sha256(data).hexdigest(), len(data)), value)
+    return _with_fields(
+        Resolution(str(dest), hashlib.sha256(data).hexdigest(), len(data)), value, provider
+    )
 
 
-def _with_fields(resolution: Resolution, value: Any) -> Resolution:
-    """The result's job-level confidence and fields; a result whose confidence is per block
-    (Reducto) or nested gets its least confident field as the job's."""
-    fields = extract_fields(value)
+def _with_fields(resolution: Resolution, value: Any, provider: Provider | None) -> Resolution:
+    """The result's job-level confidence and fields (``provider`` reads its own shapes); a
+    result whose confidence is per block or nested gets its least confident field as the
+    job's."""
+    fields = extract_fields(value, provider)
     confidence = job_confidence(value)
     return dataclasses.replace(
         resolution, confidence=lowest(fields) if confidence is None else confidence, fields=fields

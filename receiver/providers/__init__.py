@@ -23,7 +23,6 @@ from receiver.providers.google import GoogleDocAI
 from receiver.providers.knowhere import Knowhere
 from receiver.providers.landingai import LandingAI
 from receiver.providers.llamaparse import LlamaParse
-from receiver.providers.mapping import GenericSettings
 from receiver.providers.mistral import MistralBatch
 from receiver.providers.reducto import Reducto
 from receiver.providers.textract import Textract
@@ -56,7 +55,6 @@ PROVIDERS: dict[str, type[Provider]] = {
 __all__ = [
     "ENTRY_POINT_GROUP",
     "PROVIDERS",
-    "GenericSettings",
     "JobStatus",
     "ListedJob",
     "Provider",
@@ -100,19 +98,15 @@ def provider_class(name: str) -> type[Provider]:
 
 
 def get_provider(
-    name: str,
-    generic: GenericSettings | None = None,
-    *,
-    api_version: str | None = None,
-    table: BaseModel | None = None,
+    name: str, table: BaseModel | None = None, *, api_version: str | None = None
 ) -> Provider:
-    """The adapter for ``name``; ``generic`` needs its ``[sources.NAME.generic]`` table.
+    """The adapter for ``name``, given its source's sub-table (an instance of the provider's
+    ``table_model``) and ``api_version`` (one of its ``api_versions``).
 
-    ``api_version`` picks the API a provider with several speaks (Knowhere: ``v2`` or ``v1``).
-    ``table`` is a cloud provider's own sub-table (``[sources.NAME.aws]``), parsed by its module.
-    ProviderLoadError when no such provider exists; ConfigError when ``generic`` has no table.
+    ProviderLoadError when no such provider exists; ConfigError when a provider that needs a
+    table has none.
     """
-    return provider_class(name).from_settings(generic, api_version=api_version, table=table)
+    return provider_class(name).from_settings(table, api_version=api_version)
 
 
 def _kind(value: object) -> str:

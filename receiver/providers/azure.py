@@ -38,10 +38,12 @@ from receiver.providers.azure_auth import (
     TokenSource,
 )
 from receiver.providers.azure_batch import BlobReader, write_batch
+from receiver.providers.azure_fields import document_fields
 from receiver.providers.base import JobStatus, Provider, ResultRef
 from receiver.providers.jobapi import JobAPI, JobNotFoundError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     import httpx
@@ -263,6 +265,25 @@ class AzureDocIntel(Provider):
     job_api_class = AzureJobAPI
     table_name = "azure"
     table_model = AzureOptions
+    required_keys = {
+        "api_base_url": "the resource's endpoint, https://NAME.cognitiveservices.azure.com",
+        "api_key": "its key",
+    }
+
+    @classmethod
+    def check_source(cls, keys: Mapping[str, object], table: BaseModel | None) -> None:
+        """A source signing in with Entra ID (``auth = "entra"``) has no key, and needs none."""
+        if getattr(table, "auth", None) != "entra":
+            super().check_source(keys, table)
+            return
+        if keys.get("api_key"):
+            raise ValueError('auth = "entra" signs in with Entra ID tokens: remove api_key')
+        if not keys.get("api_base_url"):
+            raise ValueError(
+                f"provider {cls.name!r} needs api_base_url ({cls.required_keys['api_base_url']})"
+            )
+
+    result_fields = staticmethod(document_fields)
     cannot_resubmit = (
         "azure-docintel: an analyze operation keeps its result, not the document it was given, "
         "so the pipeline that submitted it must submit the document again"

@@ -8,7 +8,8 @@ found by the name a source's ``provider`` key gives (``receiver.providers.provid
   unknown word is kept beside ``queued`` (``canonical``), never an error.
 - ``parse_webhook``: a verified webhook (or callback) body to an ``Event``; ``PayloadError``
   when the body names no job. Verification is not the adapter's: the source's ``signature``
-  picks a scheme of ``receiver.signatures`` (``svix`` is open to every provider).
+  picks a scheme of ``receiver.signatures`` (``svix`` is open to every provider); the others
+  it accepts are its ``signature_schemes``, and ``verifiers`` brings schemes of its own.
 - ``auth_header``/``auth_scheme`` (or ``auth_headers``): how its API key is presented.
 - ``job_path`` and ``parse_job``: its job endpoint and its answer as a ``JobStatus`` (state,
   the provider's word, result reference, error and its code, progress); ``ProviderError``
@@ -18,6 +19,7 @@ found by the name a source's ``provider`` key gives (``receiver.providers.provid
 - ``job_api_class`` (optional): a ``JobAPI`` subclass for APIs that sign each request or
   answer in several calls; ``webhooks = False`` for a provider that only is polled.
 - ``retry_hint`` (optional): the wait an error body states when no ``Retry-After`` came.
+- ``result_fields`` (optional): the fields and confidence its result's own shape holds.
 
 Every adapter passes the shared contract suite (``receiver.providers.contract_suite``) against
 a simulator of its provider.
@@ -30,7 +32,7 @@ import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import structlog
 
@@ -38,14 +40,14 @@ from receiver.errors import PayloadError
 from receiver.models import Event, Progress, ResultRef, State
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from pydantic import BaseModel
 
     from receiver.models import Via
-    from receiver.providers.mapping import GenericSettings
 
 __all__ = [
+    "FieldReading",
     "JobAuth",
     "JobStatus",
     "ListedJob",
@@ -53,13 +55,24 @@ __all__ = [
     "ResultRef",
     "Submission",
     "hinted_job",
+    "presigned",
 ]
 
 log = structlog.get_logger(__name__)
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+SIGNED_QUERY_KEYS = frozenset(
+    {"x-amz-signature", "x-amz-credential", "x-goog-signature", "x-goog-credential", "sig",
+     "signature"}
+)  # fmt: skip
+"""Query keys (lower-case) that make a URL presigned: S3 and Google Cloud Storage V4
+signatures, an Azure SAS's ``sig``, a CloudFront or S3 V2 ``Signature`` (with ``Expires``)."""
 
 ListedJob = tuple[str, str]
 """One entry of a provider's job list: (job id, the provider's status word)."""
+
+FieldReading = tuple[str, float | None, str | None]
+"""One field of a result: its name, its confidence (0..1) when the provider gives one, and its
+value as text when it has one."""
 
 JobAuth = Literal["api_key", "table", "sigv4"]
 """How a provider's job API authenticates: the source's ``api_key``; credentials in the
@@ -119,8 +132,17 @@ class Provider:
     table_name: ClassVar[str | None] = None
     """The name of the source's sub-table this provider reads (``azure``, ``gcp``), if any."""
     table_model: ClassVar[type[BaseModel] | None] = None
-    """The model of that sub-table: ``from_settings`` hands ``__init__`` an instance of it,
-    or None when the source has none (the adapter's defaults)."""
+    """The model of that sub-table: configuration validates ``[sources.NAME.<table_name>]``
+    with it (errors name the key's path) and ``from_settings`` hands ``__init__`` an instance
+    of it, or None when the source has none (the adapter's defaults)."""
+    table_required: ClassVar[bool] = False
+    """True when a source of this provider must have its sub-table."""
+    api_versions: ClassVar[tuple[str, ...]] = ()
+    """The APIs a provider with several speaks, the default first: a source's
+    ``api_version`` picks one; empty: the source takes no ``api_version``."""
+    required_keys: ClassVar[Mapping[str, str]] = {}
+    """Keys of ``[sources.NAME]`` every source of this provider sets, each with what it
+    holds (said when it is missing)."""
     webhooks: ClassVar[bool] = True
     """False for a provider that announces nothing (a long-running operation is polled): its
     sources need no signing secret, and its jobs are polled from the start."""
@@ -129,27 +151,46 @@ class Provider:
     whose callbacks are taken as hints (``webhook_mode = "direct"``); None: it sends none.
     A dotted path (``data.id``) reaches into an object; ``|`` separates paths tried in order
     (``hinted_job`` reads it)."""
+    signature_schemes: ClassVar[tuple[str, ...]] = ()
+    """The signature schemes besides ``svix`` (open to every provider) its webhooks may be
+    signed with: built-in ones (``receiver.signatures``) or its own (``verifiers``)."""
+    default_signature: ClassVar[str] = "svix"
+    """The scheme of a source that names none."""
+    verifiers: ClassVar[Mapping[str, Callable[..., Any]]] = {}
+    """Schemes the provider brings itself, by name: each called with the source's secrets
+    (and ``clock=``) makes its verifier (``receiver.signatures.SecretScheme``). Typed loosely
+    because the signatures package is a neighbour, not a dependency."""
     unsigned_only: ClassVar[bool] = False
     """True for a provider that never signs its callbacks (Docling Serve): its sources take
     them as hints only (``webhook_mode = "direct"``) and have no signing secret."""
 
     @classmethod
     def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
+        cls, table: BaseModel | None = None, *, api_version: str | None = None
     ) -> Provider:
-        """The adapter for one configured source; ``generic`` reads its table, a cloud
-        provider its own (``table``: ``[sources.NAME.aws]``...); TypeError for a table that is
-        not an instance of ``table_model``."""
+        """The adapter for one configured source: ``table`` is its sub-table
+        (``[sources.NAME.<table_name>]``), ``api_version`` one of ``api_versions``; TypeError for
+        a table that is not an instance of ``table_model``."""
         if table is not None and (
             cls.table_model is None or not isinstance(table, cls.table_model)
         ):
             wanted = f"a [{cls.table_name}] table" if cls.table_model else "no sub-table"
             raise TypeError(f"provider {cls.name!r} takes {wanted}, not {type(table).__name__}")
         return cls(table)
+
+    @classmethod
+    def check_source(cls, keys: Mapping[str, object], table: BaseModel | None) -> None:
+        """ValueError saying what a source of this provider lacks or cannot have, given its
+        ``[sources.NAME]`` keys as set and its validated sub-table. By default: the
+        ``required_keys`` and, when ``table_required``, the table; a provider with rules of
+        its own extends it."""
+        missing = [
+            f"{key} ({what})" for key, what in cls.required_keys.items() if not keys.get(key)
+        ]
+        if missing:
+            raise ValueError(f"provider {cls.name!r} needs {' and '.join(missing)}")
+        if cls.table_required and table is None:
+            raise ValueError(f"provider {cls.name!r} needs a [sources.NAME.{cls.table_name}] table")
 
     def __init__(self, table: BaseModel | None = None) -> None:
         """``table``: the source's sub-table (see ``table_model``); None for the defaults."""
@@ -176,6 +217,32 @@ class Provider:
     ) -> Event:
         """Translate a verified webhook body into an event; PayloadError when it has no job."""
         raise NotImplementedError
+
+    def webhook_event(
+        self,
+        *,
+        source: str,
+        job_id: str,
+        status: str,
+        via: Via,
+        message_id: str | None,
+        metadata: object = None,
+        error: object = None,
+    ) -> Event:
+        """The event a verified webhook (or callback) brings: ``status``, the provider's word,
+        with its state; ``metadata`` when it is an object; ``error`` (text or an error object)
+        as one line and its code."""
+        return Event(
+            source=source,
+            job_id=job_id,
+            state=self.canonical(status, source=source, job_id=job_id),
+            provider_status=status,
+            via=via,
+            message_id=message_id,
+            metadata=metadata if isinstance(metadata, dict) else {},
+            error=describe_error(error),
+            error_code=error_code(error),
+        )
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         """The headers that present ``api_key`` to the job API."""
@@ -213,6 +280,19 @@ class Provider:
         """Seconds to wait, when an error body (429, 503) says so; None otherwise."""
         return None
 
+    def result_takes_key(self, url: str, api_base_url: str) -> bool:
+        """Whether a request for the result at ``url`` presents the API key: only a URL under
+        the job API's base, and never a presigned one (its query carries its own signature,
+        and a store such as S3 refuses a request authenticated twice)."""
+        return url.startswith(api_base_url.rstrip("/") + "/") and not presigned(url)
+
+    def result_fields(self, result: dict[str, Any]) -> Iterable[FieldReading]:
+        """The fields a JSON result's own shape holds (a form's keys, typed document fields);
+        none by default. Every result's top-level ``confidence`` map and ``extracted_data`` or
+        ``fields`` values are read besides these (``receiver.pipeline.fields``); a reader
+        never raises, whatever the result holds."""
+        return ()
+
 
 def hinted_job(payload: Any, field: str) -> str | None:
     """The job a callback names at ``field`` (``hint_job_field``): the first of its paths
@@ -230,6 +310,12 @@ def hinted_job(payload: Any, field: str) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def presigned(url: str) -> bool:
+    """True when ``url``'s query carries a signature (``SIGNED_QUERY_KEYS``)."""
+    query = urlsplit(url).query
+    return any(key.lower() in SIGNED_QUERY_KEYS for key, _ in parse_qsl(query, True))
 
 
 def job_segment(job_id: str) -> str:

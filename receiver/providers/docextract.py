@@ -14,7 +14,6 @@ from receiver.providers.base import (
     describe_error,
     error_code,
     job_segment,
-    optional_dict,
     require_str,
     with_query,
 )
@@ -44,6 +43,7 @@ RESULT_KEYS = (
 
 class DocExtract(Provider):
     name = "docextract"
+    signature_schemes = ("docextract",)
     status_words = {
         "queued": State.QUEUED,
         "processing": State.RUNNING,
@@ -64,17 +64,10 @@ class DocExtract(Provider):
         status = data.get("status")
         if not isinstance(status, str) or not status:
             status = event.removeprefix("job.")
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(status, source=source, job_id=job_id),
-            provider_status=status,
-            via=via,
-            message_id=message_id,
-            metadata=optional_dict(data, "metadata"),
-            error=describe_error(data.get("error_details")),
-            error_code=error_code(data.get("error_details")),
-        )
+        return self.webhook_event(
+            source=source, job_id=job_id, status=status, via=via, message_id=message_id,
+            metadata=data.get("metadata"), error=data.get("error_details"),
+        )  # fmt: skip
 
     def job_path(self, job_id: str) -> str:
         return f"/v1/documents/{job_segment(job_id)}"

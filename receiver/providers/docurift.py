@@ -13,7 +13,6 @@ from receiver.providers.base import (
     describe_error,
     error_code,
     job_segment,
-    optional_dict,
     require_str,
 )
 
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
 
 class DocuRift(Provider):
     name = "docurift"
+    signature_schemes = ("docurift",)
     # The job API's words, then the webhook's event types: the type is the only status a
     # webhook carries, so it is the provider's word kept beside the canonical state.
     status_words = {
@@ -49,17 +49,10 @@ class DocuRift(Provider):
         if not isinstance(data, dict):
             raise PayloadError("invalid_payload", "field 'data' is missing or not an object")
         job_id = require_str(data, "documentId")
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(event_type, source=source, job_id=job_id),
-            provider_status=event_type,
-            via=via,
-            message_id=message_id,
-            metadata=optional_dict(data, "metadata"),
-            error=describe_error(data.get("error")),
-            error_code=error_code(data.get("error")),
-        )
+        return self.webhook_event(
+            source=source, job_id=job_id, status=event_type, via=via, message_id=message_id,
+            metadata=data.get("metadata"), error=data.get("error"),
+        )  # fmt: skip
 
     def job_path(self, job_id: str) -> str:
         return f"/v1/documents/{job_segment(job_id)}"

@@ -21,17 +21,21 @@ from receiver.providers.base import (
     number,
     page_count,
 )
+from receiver.providers.mapping import GenericSettings
 from receiver.providers.pointer import MISSING, Pointer
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from receiver.models import Via
-    from receiver.providers.mapping import GenericSettings
 
 
 class Generic(Provider):
     name: ClassVar[str] = "generic"
+    signature_schemes = ("docurift", "docextract", "llamacloud")
+    table_name = "generic"
+    table_model = GenericSettings
+    table_required = True
 
     def __init__(self, settings: GenericSettings) -> None:
         self.settings = settings
@@ -60,15 +64,11 @@ class Generic(Provider):
 
     @classmethod
     def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
+        cls, table: BaseModel | None = None, *, api_version: str | None = None
     ) -> Provider:
-        if generic is None:
+        if table is None:
             raise ConfigError("provider 'generic' needs a [sources.NAME.generic] table")
-        return cls(generic)
+        return super().from_settings(table, api_version=api_version)
 
     def __repr__(self) -> str:
         return f"Generic(job_path={self.settings.job_path!r})"
@@ -96,18 +96,10 @@ class Generic(Provider):
     ) -> Event:
         job_id = self._required("webhook_job_id", body)
         status = self._required("webhook_status", body)
-        metadata = self._get("webhook_metadata", body)
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(status, source=source, job_id=job_id),
-            provider_status=status,
-            via=via,
-            message_id=message_id,
-            metadata=metadata if isinstance(metadata, dict) else {},
-            error=describe_error(self._get("webhook_error", body)),
-            error_code=error_code(self._get("webhook_error", body)),
-        )
+        return self.webhook_event(
+            source=source, job_id=job_id, status=status, via=via, message_id=message_id,
+            metadata=self._get("webhook_metadata", body), error=self._get("webhook_error", body),
+        )  # fmt: skip
 
     def job_path(self, job_id: str) -> str:
         return self.settings.job_path.format(job_id=job_segment(job_id))

@@ -41,6 +41,7 @@ from receiver.errors import (
 from receiver.files import atomic_open
 from receiver.models import State
 from receiver.providers.base import JobStatus, Provider, ResultRef
+from receiver.providers.google_fields import document_entities
 from receiver.providers.jobapi import JobAPI, JobNotFoundError
 from receiver.secret import Secret, resolve_secret
 
@@ -293,6 +294,7 @@ class GoogleDocAI(Provider):
     table_name = "gcp"
     table_model = GcpOptions
     job_auth = "table"
+    result_fields = staticmethod(document_entities)
     cannot_resubmit = (
         "google-docai: an operation keeps where its documents were, but a batch is submitted "
         "by the pipeline (processor, inputs, output bucket), so it must submit it again"

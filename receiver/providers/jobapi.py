@@ -78,9 +78,9 @@ class JobAPI:
         return status
 
     def result_headers(self, url: str) -> dict[str, str]:
-        """The API key's header for a result URL under this job API's base URL; none for any
-        other URL (a presigned one carries its own credentials)."""
-        if url.startswith(self._base + "/"):
+        """The API key's header for a result URL that takes it (``Provider.result_takes_key``:
+        under this job API's base URL and not presigned); none for any other URL."""
+        if self.provider.result_takes_key(url, self._base):
             return self.provider.auth_headers(self._api_key.reveal())
         return {}
 

@@ -18,7 +18,6 @@ from receiver.providers.base import (
     hex_sha256,
     job_segment,
     number,
-    optional_dict,
     page_count,
     require_str,
     with_query,
@@ -29,13 +28,13 @@ if TYPE_CHECKING:
 
     from receiver.models import Via
     from receiver.providers.base import ListedJob
-    from receiver.providers.mapping import GenericSettings
 
 API_VERSIONS = ("v2", "v1")
 
 
 class Knowhere(Provider):
     name = "knowhere"
+    api_versions = API_VERSIONS
     status_words = {
         "waiting-file": State.QUEUED,
         "pending": State.QUEUED,
@@ -60,13 +59,9 @@ class Knowhere(Provider):
 
     @classmethod
     def from_settings(
-        cls,
-        generic: GenericSettings | None,
-        *,
-        api_version: str | None = None,
-        table: BaseModel | None = None,
+        cls, table: BaseModel | None = None, *, api_version: str | None = None
     ) -> Provider:
-        return cls(api_version or "v2")
+        return cls(api_version or API_VERSIONS[0])
 
     def __repr__(self) -> str:
         return f"Knowhere(api_version={self.api_version!r})"
@@ -79,17 +74,10 @@ class Knowhere(Provider):
         if not isinstance(status, str) or not status:
             # "job.completed" without a status field still says what happened.
             status = require_str(body, "event").removeprefix("job.")
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(status, source=source, job_id=job_id),
-            provider_status=status,
-            via=via,
-            message_id=message_id,
-            metadata=optional_dict(body, "metadata"),
-            error=describe_error(body.get("error")),
-            error_code=error_code(body.get("error")),
-        )
+        return self.webhook_event(
+            source=source, job_id=job_id, status=status, via=via, message_id=message_id,
+            metadata=body.get("metadata"), error=body.get("error"),
+        )  # fmt: skip
 
     def job_path(self, job_id: str) -> str:
         return f"/{self.api_version}/jobs/{job_segment(job_id)}"

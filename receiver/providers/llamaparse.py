@@ -79,6 +79,7 @@ class LlamaParseJobAPI(AssemblingJobAPI):
 
 class LlamaParse(Provider):
     name: ClassVar[str] = "llamaparse"
+    signature_schemes = ("llamacloud",)
     status_words = {
         "PENDING": State.QUEUED,
         "RUNNING": State.RUNNING,
@@ -113,13 +114,8 @@ class LlamaParse(Provider):
         word = payload.get("event_type")
         if not isinstance(word, str) or not word:
             raise PayloadError("invalid_payload", "field 'event_type' is missing or not a string")
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(word, source=source, job_id=job_id),
-            provider_status=word,
-            via=via,
-            message_id=message_id,
+        return self.webhook_event(
+            source=source, job_id=job_id, status=word, via=via, message_id=message_id
         )
 
     def job_path(self, job_id: str) -> str:

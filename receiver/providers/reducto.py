@@ -7,22 +7,27 @@ from typing import TYPE_CHECKING, Any
 from receiver.errors import ProviderError
 from receiver.models import Event, Progress, State
 from receiver.providers.base import (
+    FieldReading,
     JobStatus,
     Provider,
     ResultRef,
     describe_error,
     error_code,
     job_segment,
-    optional_dict,
+    number,
     require_str,
     with_query,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from receiver.models import Via
     from receiver.providers.base import ListedJob
 
 LIST_PAGE_SIZE = 100
+WORDS = {"high": 0.95, "medium": 0.75, "low": 0.5}
+"""Reducto's confidence words as numbers: ``low`` falls under the default 0.80 alert."""
 
 
 class Reducto(Provider):
@@ -52,15 +57,10 @@ class Reducto(Provider):
     ) -> Event:
         job_id = require_str(body, "job_id")
         status = require_str(body, "status")
-        return Event(
-            source=source,
-            job_id=job_id,
-            state=self.canonical(status, source=source, job_id=job_id),
-            provider_status=status,
-            via=via,
-            message_id=message_id,
-            metadata=optional_dict(body, "metadata"),
-        )
+        return self.webhook_event(
+            source=source, job_id=job_id, status=status, via=via, message_id=message_id,
+            metadata=body.get("metadata"),
+        )  # fmt: skip
 
     def job_path(self, job_id: str) -> str:
         return f"/job/{job_segment(job_id)}"
@@ -111,6 +111,31 @@ class Reducto(Provider):
         ]
         cursor = body.get("next_cursor")
         return jobs, cursor if isinstance(cursor, str) and cursor else None
+
+    def result_fields(self, result: dict[str, Any]) -> Iterable[FieldReading]:
+        """Each block of ``result.chunks[].blocks[]`` has a ``type`` and a ``confidence`` word
+        (``"high"`` / ``"low"`` in its SDK's parse response, ``"medium"`` elsewhere in its API),
+        or a number in ``granular_confidence.parse_confidence`` when numeric confidence is on.
+        A block type is a field; its confidence is its least confident block's."""
+        inner = result.get("result")
+        chunks = (inner if isinstance(inner, dict) else result).get("chunks")
+        for chunk in chunks if isinstance(chunks, list) else ():
+            blocks = chunk.get("blocks") if isinstance(chunk, dict) else None
+            for block in blocks if isinstance(blocks, list) else ():
+                if isinstance(block, dict) and isinstance(block.get("type"), str):
+                    confidence = _block_confidence(block)
+                    if confidence is not None:
+                        yield block["type"], confidence, None
+
+
+def _block_confidence(block: dict[str, Any]) -> float | None:
+    granular = block.get("granular_confidence")
+    if isinstance(granular, dict):
+        found = number(granular.get("parse_confidence"))
+        if found is not None:
+            return found
+    word = block.get("confidence")
+    return WORDS.get(word.lower()) if isinstance(word, str) else None
 
 
 def _progress(value: object) -> Progress | None:

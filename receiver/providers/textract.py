@@ -163,7 +163,10 @@ class Textract(Provider):
     name = "textract"
     table_name = "aws"
     table_model = AwsSettings
+    table_required = True
     job_auth = "sigv4"
+    signature_schemes = ("sns",)
+    default_signature = "sns"
     status_words = {
         "IN_PROGRESS": State.RUNNING,
         "SUCCEEDED": State.SUCCEEDED,
@@ -179,6 +182,9 @@ class Textract(Provider):
 
     def __init__(self, settings: AwsSettings | None = None) -> None:
         self.settings = settings
+
+    def result_fields(self, result: dict[str, Any]) -> list[tuple[str, float, str | None]]:
+        return confidence_fields(result)
 
     def __repr__(self) -> str:
         return f"Textract(region={self.settings.region if self.settings else None!r})"

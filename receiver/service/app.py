@@ -29,7 +29,7 @@ from receiver.ops.metrics import Metrics, metrics_endpoint
 from receiver.providers import get_provider
 from receiver.service.runtime import Runtime, load_handlers
 from receiver.signatures import build_verifier
-from receiver.signatures.sns import SnsVerifier
+from receiver.signatures.sns import SnsTopics, SnsVerifier
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Mapping
@@ -50,16 +50,15 @@ log = structlog.get_logger("receiver.app")
 def build_source(name: str, cfg: SourceSettings) -> webhooks.Source:
     """A source's verifier (of its signature scheme; none for a direct-only source) and
     provider adapter."""
-    provider = get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table)
-    if cfg.signature == "sns" and cfg.aws is not None:
-        aws = cfg.aws
-        sns = SnsVerifier(aws.topic_arns, extra_hosts=aws.extra_sns_hosts,
-                          max_age_seconds=aws.max_message_age_seconds, source=name)  # fmt: skip
-        return webhooks.Source(name, provider, sns)
+    provider = get_provider(cfg.provider, cfg.table, api_version=cfg.api_version)
+    if cfg.signature == SnsVerifier.scheme and isinstance(cfg.table, SnsTopics):
+        return webhooks.Source(name, provider, SnsVerifier.for_table(cfg.table, source=name))
     return webhooks.Source(
         name,
         provider,
-        build_verifier(cfg.signature, cfg.secrets, public_keys=cfg.public_keys)
+        build_verifier(
+            cfg.signature, cfg.secrets, public_keys=cfg.public_keys, own=provider.verifiers
+        )
         if cfg.secrets or cfg.public_keys
         else direct.SignedWebhooksOff(),
     )

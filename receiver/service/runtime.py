@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from receiver.intake.webhooks import Source
     from receiver.models import Event, IngestResult
     from receiver.ops.metrics import Metrics
+    from receiver.providers import Provider
     from receiver.store import CompletionRow, Resolution
 
 log = structlog.get_logger(__name__)
@@ -100,9 +101,10 @@ class Runtime:
             )
             stack.push_async_callback(api_client.aclose)
             self.egress = outbound
+            providers: dict[str, Provider] = {}
             for name, cfg in settings.sources.items():
-                provider = get_provider(
-                    cfg.provider, cfg.generic, api_version=cfg.api_version, table=cfg.table
+                provider = providers[name] = get_provider(
+                    cfg.provider, cfg.table, api_version=cfg.api_version
                 )
                 base_url = cfg.api_base_url or provider.default_api_base_url()
                 # A provider with its own job API signs its requests itself (no api_key).
@@ -152,7 +154,13 @@ class Runtime:
                 self.store,
                 self.handlers,
                 {h.name: h for h in settings.handlers},
-                Resolver(dict(self.apis), fetcher, settings.results.dir, store=self.store),
+                Resolver(
+                    dict(self.apis),
+                    fetcher,
+                    settings.results.dir,
+                    store=self.store,
+                    providers=providers,
+                ),
                 concurrency=settings.dispatch.concurrency,
                 lease_seconds=settings.dispatch.lease_seconds,
                 owner=self.owner,
@@ -180,9 +188,6 @@ class Runtime:
                 on_finished=self._finished,
             )
             self.poller = Poller(self.store, self.ingestor, self.apis, polling, owner=self.owner)
-            providers = {name: get_provider(cfg.provider, cfg.generic, api_version=cfg.api_version,
-                                            table=cfg.table)
-                         for name, cfg in settings.sources.items()}  # fmt: skip
             self.reprocessor = Reprocessor(self.store, dict(self.apis), providers,
                                            self.ingestor.ingest, owner=self.owner)  # fmt: skip
             self.drain = DrainWatch(
@@ -229,8 +234,10 @@ class Runtime:
             client = self._verifier_clients.get(name)
             if client is None:
                 outbound = self.egress
-                if cfg.aws is not None and cfg.aws.extra_ca_bundle is not None:
-                    outbound = outbound.adding_ca(cfg.aws.extra_ca_bundle)
+                # A provider's table may name a CA bundle its verifier's requests trust too.
+                extra_ca = getattr(cfg.table, "extra_ca_bundle", None)
+                if extra_ca is not None:
+                    outbound = outbound.adding_ca(extra_ca)
                 client = httpx.AsyncClient(
                     timeout=httpx.Timeout(10.0, connect=self.settings.results.connect_timeout),
                     headers={"User-Agent": "jobhook"},

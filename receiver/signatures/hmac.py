@@ -16,7 +16,7 @@ import hashlib
 import hmac
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from receiver.errors import VerificationError
 from receiver.signatures.base import Verified, check_message_id, check_timestamp, require_utf8
@@ -80,6 +80,7 @@ def _missing(names: Sequence[str]) -> VerificationError:
 class DocuRiftVerifier:
     """DocuRift: HMAC-SHA256 over ``"{timestamp}.{raw body}"`` with a 5 minute tolerance."""
 
+    scheme: ClassVar[str] = "docurift"
     SIGNATURE = "x-docurift-signature"
     TIMESTAMP = "x-docurift-timestamp"
     EVENT_ID = "x-docurift-event-id"
@@ -113,9 +114,12 @@ class DocuRiftVerifier:
 class DocExtractVerifier:
     """DocExtract: HMAC-SHA256 of the raw body; the body's sha256 is the message id."""
 
+    scheme: ClassVar[str] = "docextract"
     SIGNATURE = "x-docextract-signature"
 
-    def __init__(self, secrets: Sequence[Secret]) -> None:
+    def __init__(
+        self, secrets: Sequence[Secret], *, clock: Callable[[], float] = time.time
+    ) -> None:
         self._keys = HmacKeys(secrets)
 
     def __repr__(self) -> str:

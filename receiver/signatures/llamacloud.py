@@ -10,14 +10,15 @@ deliveries as hints (``webhook_mode = "direct"``) instead.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, ClassVar
 
 from receiver.errors import VerificationError
 from receiver.signatures.base import Verified, require_utf8
 from receiver.signatures.hmac import HmacKeys, read_hex_signature
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from receiver.secret import Secret
 
@@ -25,9 +26,12 @@ if TYPE_CHECKING:
 class LlamaCloudVerifier:
     """``LC-Signature``: HMAC-SHA256 of the raw body; the body's sha256 is the message id."""
 
+    scheme: ClassVar[str] = "llamacloud"
     SIGNATURE = "lc-signature"
 
-    def __init__(self, secrets: Sequence[Secret]) -> None:
+    def __init__(
+        self, secrets: Sequence[Secret], *, clock: Callable[[], float] = time.time
+    ) -> None:
         self._keys = HmacKeys(secrets)
 
     def __repr__(self) -> str:

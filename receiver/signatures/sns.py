@@ -25,7 +25,7 @@ import json
 import time
 from collections import OrderedDict
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
 import structlog
@@ -69,12 +69,26 @@ def sns_host(host: str) -> bool:
     )
 
 
+@runtime_checkable
+class SnsTopics(Protocol):
+    """What a provider's table says of the SNS deliveries its sources take."""
+
+    @property
+    def topic_arns(self) -> Sequence[str]: ...
+    @property
+    def extra_sns_hosts(self) -> Sequence[str]: ...
+    @property
+    def max_message_age_seconds(self) -> float: ...
+
+
 class SnsVerifier(AsyncVerifier):
     """Verifies SNS deliveries of the allowed topics; confirms their subscriptions.
 
     The lifespan ``attach``es the egress client (and the source's rate budget) before the first
     delivery; until then deliveries are answered 503 (the service is starting).
     """
+
+    scheme: ClassVar[str] = "sns"
 
     def __init__(
         self,
@@ -99,6 +113,16 @@ class SnsVerifier(AsyncVerifier):
 
     def __repr__(self) -> str:
         return f"SnsVerifier(topics={len(self.topic_arns)})"
+
+    @classmethod
+    def for_table(cls, table: SnsTopics, *, source: str) -> SnsVerifier:
+        """The verifier of a source whose provider's table lists its topics (``SnsTopics``)."""
+        return cls(
+            table.topic_arns,
+            extra_hosts=table.extra_sns_hosts,
+            max_age_seconds=table.max_message_age_seconds,
+            source=source,
+        )
 
     def attach(
         self, client: httpx.AsyncClient, acquire: Callable[[], Awaitable[None]] | None = None

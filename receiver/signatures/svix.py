@@ -12,7 +12,7 @@ import base64
 import binascii
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 # svix.webhooks.Webhook maps svix-* headers onto standardwebhooks' Webhook (a dependency svix
 # ships with) and calls its verify; this module hands it webhook-* headers already. Importing
@@ -41,6 +41,8 @@ _VERSION = re.compile(r"^v[0-9]+[a-z]?$")
 
 class SvixVerifier:
     """Verifies Svix / Standard Webhooks signatures: ``v1`` with secrets, ``v1a`` with keys."""
+
+    scheme: ClassVar[str] = "svix"
 
     def __init__(
         self,

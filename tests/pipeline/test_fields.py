@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, ClassVar
+
 import pytest
 
-from receiver.pipeline.fields import MAX_FIELDS, MAX_VALUE, WORDS, extract_fields, lowest
-from receiver.providers import get_provider
+from receiver.models import State
+from receiver.pipeline.fields import MAX_FIELDS, MAX_VALUE, extract_fields, lowest
+from receiver.providers import Provider, get_provider
+from receiver.providers.reducto import WORDS
 from receiver.store.rows import FieldValue
 from tests.providers.conftest import sample
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from receiver.providers.base import FieldReading
 
 
 def _inline(provider: str, key: str) -> object:
@@ -27,7 +36,7 @@ def test_docextract_fields_carry_their_confidence_and_value() -> None:
 
 
 def test_reducto_block_words_become_numbers_by_block_type() -> None:
-    fields = extract_fields(_inline("reducto", "job_completed_full"))
+    fields = extract_fields(_inline("reducto", "job_completed_full"), get_provider("reducto"))
     assert fields == (FieldValue("Text", WORDS["high"], None),)
 
 
@@ -40,7 +49,7 @@ def test_reducto_block_type_takes_its_least_confident_block_and_numeric_scores_w
         {"type": "Title"},
     ]
     result = {"result": {"type": "full", "chunks": [{"blocks": blocks}]}}
-    assert extract_fields(result) == (
+    assert extract_fields(result, get_provider("reducto")) == (
         FieldValue("Table", WORDS["low"], None),
         FieldValue("Text", 0.93, None),
     )
@@ -76,3 +85,23 @@ def test_fields_and_values_are_bounded() -> None:
     fields = extract_fields(result)
     assert len(fields) == MAX_FIELDS
     assert fields[0].value == "x" * MAX_VALUE
+
+
+class _Failing(Provider):
+    name = "failing"
+    status_words: ClassVar[Mapping[str, State]] = {}
+
+    def result_fields(self, result: dict[str, Any]) -> Iterator[FieldReading]:
+        yield "first", 0.5, None
+        raise TypeError("a shape the reader did not foresee")
+
+
+def test_a_reader_that_fails_loses_its_fields_not_the_others() -> None:
+    result = {"confidence": {"total": 0.9}, "extracted_data": {"total": 12}}
+    assert extract_fields(result, _Failing()) == (FieldValue("total", 0.9, "12"),)
+
+
+def test_a_damaged_textract_result_keeps_its_other_fields() -> None:
+    block = {"BlockType": "KEY_VALUE_SET", "Id": "k", "EntityTypes": True}
+    result = {"Blocks": [block], "confidence": {"total": 0.9}}
+    assert extract_fields(result, get_provider("textract")) == (FieldValue("total", 0.9, None),)

@@ -104,4 +104,4 @@ def generic_settings(provider: str) -> SourceSettings:
 
 def generic_for(provider: str) -> Provider:
     """A generic adapter configured to read ``provider``'s bodies."""
-    return get_provider("generic", generic_settings(provider).generic)
+    return get_provider("generic", generic_settings(provider).table)

@@ -1,6 +1,8 @@
 """A third-party provider installed as an entry point: it passes the shared contract suite with
 its own simulator, check-config accepts a source naming it, and a webhook of its simulator's
-reaches a file handler with the result fetched through its job API.
+reaches a file handler with the result fetched through its job API. It has the built-ins'
+powers: its own settings table (validated by its model, errors at the key's path), its own
+signature scheme, and its own reading of fields and confidence.
 
 The package is ``tests/fixtures/provider_plugin`` (the example of docs/write-a-provider.md),
 installed as its wheel would lay it out: the package beside a ``dist-info`` whose
@@ -23,6 +25,8 @@ from click.testing import CliRunner
 
 from receiver.cli.main import main
 from receiver.config.load import load_settings
+from receiver.errors import ConfigError
+from receiver.pipeline.fields import extract_fields
 from receiver.providers import ENTRY_POINT_GROUP, provider_class
 from receiver.service.app import create_app
 from tests.support import FIXTURES, SECRET, live_server
@@ -104,7 +108,7 @@ def test_the_plugin_passes_the_contract_suite_in_its_own_test_run(
     assert "test_a_webhook_parses_to_its_job_state_and_metadata" in passed
 
 
-def acme_config(tmp_path: Path, sim_url: str) -> Path:
+def acme_config(tmp_path: Path, sim_url: str, extra: str = "", table: str = "") -> Path:
     config = tmp_path / "jobhook.toml"
     config.write_text(
         f"""
@@ -118,6 +122,8 @@ provider = "acme"
 secrets = ["{SECRET}"]
 api_base_url = "{sim_url}"
 api_key = "{API_KEY}"
+{extra}
+{table}
 [[handlers]]
 name = "files"
 type = "file"
@@ -174,3 +180,86 @@ async def test_a_forged_webhook_for_the_plugin_is_refused(installed: Path, tmp_p
         response = await sim.deliver(f"{url}/webhooks/acme", "whsec_" + "A" * 32, task)
     assert response.status_code == 401
     assert not (tmp_path / "out" / "acme").exists()
+
+
+HMAC_KEY = "acme-signing-key-0123456789abcdef"
+TEAM = '[sources.acme.acme]\nworkspace = "team-a"\n'
+
+
+def test_the_plugins_table_is_read_by_its_model(installed: Path, tmp_path: Path) -> None:
+    settings = load_settings(acme_config(tmp_path, "http://127.0.0.1:9", table=TEAM), environ={})
+    table = settings.sources["acme"].table
+    assert type(table).__name__ == "AcmeSettings"
+    assert table.workspace == "team-a"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("table", "says"),
+    [('[sources.acme.acme]\nworkspace = "Team A"\n', "sources.acme.acme.workspace: "),
+     ('[sources.acme.acme]\nworkspce = "team-a"\n',
+      "sources.acme.acme.workspce: unknown key; did you mean 'workspace'?"),
+     ('[sources.acme.aws]\nregion = "eu-west-1"\n', "aws table is only for provider 'textract'")],
+    ids=["bad-value", "misspelt", "another-providers-table"],
+)  # fmt: skip
+def test_a_bad_plugin_table_is_refused_at_its_key(
+    installed: Path, tmp_path: Path, table: str, says: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(acme_config(tmp_path, "http://127.0.0.1:9", table=table), environ={})
+    assert says in str(info.value)
+
+
+def test_the_plugins_own_scheme_is_open_to_it_alone(installed: Path, tmp_path: Path) -> None:
+    scheme = f'signature = "acme-hmac"\nsecrets = ["{HMAC_KEY}"]'
+    with_scheme = (
+        acme_config(tmp_path, "http://127.0.0.1:9")
+        .read_text()
+        .replace(f'secrets = ["{SECRET}"]', scheme)
+    )
+    config = tmp_path / "scheme.toml"
+    config.write_text(with_scheme, encoding="utf-8")
+    assert load_settings(config, environ={}).sources["acme"].signature == "acme-hmac"
+    config.write_text(with_scheme.replace('provider = "acme"', 'provider = "reducto"'))
+    with pytest.raises(ConfigError, match="unknown signature scheme 'acme-hmac'"):
+        load_settings(config, environ={})
+
+
+def test_the_plugin_reads_the_fields_of_its_output(installed: Path) -> None:
+    from jobhook_acme.simulator import AcmeSimulator
+
+    sim = AcmeSimulator(API_KEY)
+    output = json.loads(sim.outputs[sim.add("done")])
+    fields = {f.field: (f.confidence, f.value) for f in
+              extract_fields(output, provider_class("acme")())}  # fmt: skip
+    assert fields == {"total": (0.97, "1280.00"), "due_date": (0.64, "2026-12-01")}
+
+
+async def test_a_webhook_in_the_plugins_own_scheme_reaches_the_handler(
+    installed: Path, tmp_path: Path
+) -> None:
+    from jobhook_acme.simulator import AcmeSimulator
+
+    sim = AcmeSimulator(API_KEY, workspace="team-a")
+    async with live_server(sim.app()) as sim_url:
+        sim.base_url = sim_url
+        task = sim.add("done")
+        config = (
+            acme_config(tmp_path, sim_url, table=TEAM)
+            .read_text()
+            .replace(
+                f'secrets = ["{SECRET}"]', f'signature = "acme-hmac"\nsecrets = ["{HMAC_KEY}"]'
+            )
+        )
+        (tmp_path / "jobhook.toml").write_text(config, encoding="utf-8")
+        settings = load_settings(tmp_path / "jobhook.toml", environ={})
+        async with live_server(create_app(settings)) as url:
+            forged = await sim.deliver(f"{url}/webhooks/acme", SECRET, task, scheme="acme-hmac")
+            assert forged.status_code == 401
+            response = await sim.deliver(f"{url}/webhooks/acme", HMAC_KEY, task, scheme="acme-hmac")
+            assert response.status_code == 200, response.text
+            done = tmp_path / "out" / "acme" / f"{task}.json"
+            async with asyncio.timeout(20):
+                while not done.exists():
+                    await asyncio.sleep(0.02)
+    assert json.loads(done.read_text())["state"] == "succeeded"
+    assert (tmp_path / "out" / "acme" / f"{task}.result").read_bytes() == sim.outputs[task]

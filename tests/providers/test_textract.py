@@ -156,7 +156,8 @@ async def test_an_expense_job_by_its_api_prefixed_id_gives_its_summary_fields(
     dest = tmp_path / "e.result"
     await api.write_result(job_id, status.result, dest)
     fields = {
-        f.field: (f.confidence, f.value) for f in extract_fields(json.loads(dest.read_bytes()))
+        f.field: (f.confidence, f.value)
+        for f in extract_fields(json.loads(dest.read_bytes()), api.provider)
     }
     assert fields == {"INVOICE_RECEIPT_ID": (0.974, "INV-0042"), "TOTAL": (0.745, "1,280.00")}
 

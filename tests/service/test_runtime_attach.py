@@ -58,7 +58,7 @@ async def test_each_reloaded_verifier_gets_the_sources_one_client(
     await runtime.start()
     try:
         first, second = Recording(), Recording()
-        textract = get_provider("textract", table=runtime.settings.sources["tx"].aws)
+        textract = get_provider("textract", table=runtime.settings.sources["tx"].table)
         runtime.attach({"tx": Source("tx", textract, first)})
         runtime.attach({"tx": Source("tx", textract, second)})  # what a reload does
         (client, acquire), (again, acquire_again) = first.attached[0], second.attached[0]

@@ -15,6 +15,7 @@ import pytest
 from starlette.datastructures import Headers
 
 from receiver.config.load import load_settings
+from receiver.config.sources import check_scheme
 from receiver.errors import ConfigError, VerificationError
 from receiver.secret import Secret
 from receiver.service.app import create_app
@@ -22,7 +23,6 @@ from receiver.signatures import (
     DocExtractVerifier,
     DocuRiftVerifier,
     build_verifier,
-    check_scheme,
 )
 from receiver.signatures.base import Verified
 from receiver.signatures.svix import SvixVerifier

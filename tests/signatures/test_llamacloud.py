@@ -11,10 +11,11 @@ import httpx
 import pytest
 
 from receiver.config.load import load_settings
+from receiver.config.sources import check_scheme
 from receiver.errors import ConfigError, VerificationError
 from receiver.secret import Secret
 from receiver.service.app import create_app
-from receiver.signatures import LlamaCloudVerifier, build_verifier, check_scheme
+from receiver.signatures import LlamaCloudVerifier, build_verifier
 from tests.support import live_server
 
 if TYPE_CHECKING:
