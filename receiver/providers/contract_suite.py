@@ -323,6 +323,27 @@ class ProviderContract:
         if ref.sha256 is not None:
             assert hashlib.sha256(data).hexdigest() == ref.sha256
 
+    async def test_reading_fields_from_a_damaged_result_never_raises(
+        self, driver: SimulatorDriver, api: JobAPI, tmp_path: Path
+    ) -> None:
+        job_id = await driver.job_in(State.SUCCEEDED, metadata=self.metadata)
+        ref = (await api.get_job(job_id, urgent=True)).result
+        assert ref is not None
+        try:
+            result = json.loads(await self.fetch_result(api, job_id, ref, tmp_path / "result"))
+        except ValueError:
+            pytest.skip(f"{driver.provider.name}'s result is not JSON: no fields are read from it")
+        if not isinstance(result, dict):
+            pytest.skip(f"{driver.provider.name}'s result is not a JSON object")
+        list(driver.provider.result_fields(result))
+        for damaged in mutations(result):
+            if not isinstance(damaged, dict):
+                continue
+            try:
+                list(driver.provider.result_fields(damaged))
+            except Exception as exc:  # the contract: a reader never raises, whatever it holds
+                pytest.fail(f"{type(exc).__name__}: {exc} reading fields of {damaged!r}"[:600])
+
     async def test_an_unknown_job_is_job_not_found(
         self, driver: SimulatorDriver, api: JobAPI
     ) -> None:

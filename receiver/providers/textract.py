@@ -551,9 +551,10 @@ def _key_values(blocks: list[Any]) -> list[tuple[str, float, str | None]]:
     )
     found = []
     for block in by_id.values():
-        if block.get("BlockType") != "KEY_VALUE_SET" or "KEY" not in (
-            block.get("EntityTypes") or ()
-        ):
+        kinds = block.get("EntityTypes")
+        if block.get("BlockType") != "KEY_VALUE_SET" or not isinstance(kinds, list):
+            continue
+        if "KEY" not in kinds:
             continue
         name = words(block).strip().rstrip(":").strip()
         key_confidence = _percent(block.get("Confidence"))
