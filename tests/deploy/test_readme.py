@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from receiver.config.settings import HandlerSettings, Settings
+from receiver.providers import PROVIDERS
 from tests.deploy.dockerfile import REPO
 
 
@@ -34,6 +35,8 @@ def env_names(model: type[BaseModel] = Settings, prefix: str = "JOBHOOK_") -> li
     names: list[str] = []
     for field, info in model.model_fields.items():
         name = prefix + field.upper()
+        if info.exclude:  # made by validation, not set (a source's provider table: below)
+            continue
         if get_origin(info.annotation) is tuple and _models(get_args(info.annotation)[0]):
             names.append(name)  # a list of tables: set as a whole, in JSON
         elif get_origin(info.annotation) is dict and (inner := _models(info.annotation)):
@@ -45,7 +48,17 @@ def env_names(model: type[BaseModel] = Settings, prefix: str = "JOBHOOK_") -> li
     return names
 
 
-@pytest.mark.parametrize("variable", env_names())
+def provider_table_names() -> list[str]:
+    """The variables of every built-in provider's own table, ``[sources.NAME.<table_name>]``."""
+    names: list[str] = []
+    for provider in PROVIDERS.values():
+        if provider.table_name and provider.table_model is not None:
+            prefix = f"JOBHOOK_SOURCES__<NAME>__{provider.table_name.upper()}__"
+            names += env_names(provider.table_model, prefix)
+    return sorted(set(names))
+
+
+@pytest.mark.parametrize("variable", env_names() + provider_table_names())
 def test_every_setting_has_a_row_in_the_environment_table(variable: str) -> None:
     assert f"| `{variable}` |" in container_section()
 

@@ -195,9 +195,7 @@ def test_polled_sources_need_no_secret_but_an_api_key(tmp_path: Path) -> None:
 def test_a_landingai_source_says_its_api_version_in_its_table(tmp_path: Path) -> None:
     table = '[sources.landingai.landingai]\napi_version = "v2"\njobs = "extract"\n'
     settings = load_settings(_config(tmp_path, table), environ={"KEY": "k"})
-    assert settings.sources["landingai"].landingai == LandingAIOptions(
-        jobs="extract", api_version="v2"
-    )
+    assert settings.sources["landingai"].table == LandingAIOptions(jobs="extract", api_version="v2")
     bad = '[sources.landingai.landingai]\napi_version = "v3"\n'
     with pytest.raises(ConfigError, match=r"sources\.landingai\.landingai\.api_version"):
         load_settings(_config(tmp_path, bad), environ={"KEY": "k"})
