@@ -134,9 +134,28 @@ def json_logs() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _loggers_of_this_test() -> None:
-    """Every test's module loggers follow the logging configuration in force in that test."""
+def _loggers_of_this_test() -> Iterator[None]:
+    """Every test's module loggers follow the logging configuration in force in that test, and
+    none leaves its levels or handlers to the next.
+
+    ``configure_logging`` sets the root logger's level: a test that configured ``debug`` would
+    otherwise make every later test on its worker log at DEBUG, where an SDK's request log (the
+    signed headers botocore writes) reaches the captured output the secret scan reads.
+    """
     forget_cached_loggers()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {
+        name: logger.level
+        for name, logger in logging.root.manager.loggerDict.items()
+        if isinstance(logger, logging.Logger)
+    }
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, logger in list(logging.root.manager.loggerDict.items()):
+        if isinstance(logger, logging.Logger):
+            logger.setLevel(levels.get(name, logging.NOTSET))
 
 
 def forget_cached_loggers() -> None:

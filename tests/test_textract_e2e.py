@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import httpx
+from botocore.config import Config
 
 from receiver.files import safe_name
 from receiver.service.app import create_app
@@ -36,8 +37,13 @@ __all__ = ["aws_env"]
 
 
 def _submit(api_url: str, name: str, tag: str) -> str:
+    # The simulator holds Textract's rate limit, and three submissions race the service's own
+    # polls for it: retried as a boto3 user would retry a throttled API (standard mode's three
+    # attempts can all land on a taken slot on a slow machine).
+    retries = Config(retries={"mode": "standard", "max_attempts": 10})
     client = boto3.client("textract", endpoint_url=api_url, region_name=REGION,
-                          aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET_KEY)  # fmt: skip
+                          aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET_KEY,
+                          config=retries)  # fmt: skip
     answer = client.start_document_analysis(
         DocumentLocation={"S3Object": {"Bucket": "invoices", "Name": name}},
         FeatureTypes=["FORMS", "TABLES"],

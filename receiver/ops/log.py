@@ -162,6 +162,11 @@ def render_json(event_dict: dict[str, Any], **kw: Any) -> str:
     return jsontext.dumps(event_dict, kw.get("default"))
 
 
+NOISY_LOGGERS = ("httpx", "httpcore", "aiosqlite", "asyncio", "botocore", "boto3", "urllib3",
+                 "azure", "google.auth")  # fmt: skip
+"""Loggers kept at WARNING or above whatever level the service logs at."""
+
+
 def configure_logging(
     level: str = "info", fmt: str = "auto", *, batch: bool = False, trace_ids: bool = False
 ) -> None:
@@ -200,5 +205,7 @@ def configure_logging(
     root.handlers[:] = [handler]
     root.setLevel(numeric)
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-    for noisy in ("httpx", "httpcore", "aiosqlite", "asyncio"):
+    # The libraries' own DEBUG/INFO lines hold request URLs and headers (a presigned URL, the
+    # credential scope botocore signs with): jobhook's lines say what it did without them.
+    for noisy in NOISY_LOGGERS:
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))
