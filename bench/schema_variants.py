@@ -46,6 +46,7 @@ from bench import prefill
 from bench.report import RESULTS
 from bench.storeprobe import CACHE_MISS, CACHE_WRITE, DbStatus, PageMap, WalReader, events
 from receiver.store import codec, sql
+from receiver.store.sqlite import sql as sqlite_sql
 from receiver.store.sqlite import writer
 from receiver.store.sqlite.checkpoint import Checkpointer
 
@@ -369,7 +370,7 @@ RETURNING id, source, job_id, state, provider_status, metadata, error, completio
     resolved_at, resolve_seconds, error_code
 """
 FOLDED_RESOLVE = sql.RESOLVE_COMPLETION.replace("UPDATE completions", "UPDATE jobs")
-CLAIM = {"keyed": sql.CLAIM_COMPLETIONS, "folded": FOLDED_CLAIM}
+CLAIM = {"keyed": sqlite_sql.CLAIM_COMPLETIONS, "folded": FOLDED_CLAIM}
 RESOLVE = {"keyed": sql.RESOLVE_COMPLETION, "folded": FOLDED_RESOLVE}
 
 
@@ -391,12 +392,16 @@ def ingest_keyed(
     """``operations.ingest`` on (K); the outcome (duplicate, accepted, completed). The job goes
     first, since the delivery needs its id (a duplicate's job is always there already)."""
     args = codec.job_args(event, now)
-    job, known = _job(db, args, sql.INSERT_NEW_JOB)
+    job, known = _job(db, args, sqlite_sql.INSERT_NEW_JOB)
     delivery = (event.source, event.message_id, job, event.state.value, event.provider_status, now)
     if not db.execute(KEYED_DELIVERY, delivery).rowcount:
         db.execute(KEYED_REQUEUE_DEAD, (now, now, job))
         return "duplicate"
-    state = event.state.value if known is None else db.execute(sql.UPSERT_JOB, args).fetchone()[0]
+    state = (
+        event.state.value
+        if known is None
+        else db.execute(sqlite_sql.UPSERT_JOB, args).fetchone()[0]
+    )
     if not (event.state.terminal and state == event.state):
         return "accepted"
     phase, ref = codec.completion_phase(event, resolve)
@@ -422,7 +427,7 @@ def ingest_folded(
         first_args: Sequence[Any] = (*args, phase, ref, event.traceparent)
         job, known = _job(db, first_args, INSERT_FOLDED_NEW_COMPLETED_JOB)
     else:
-        job, known = _job(db, args, sql.INSERT_NEW_JOB)
+        job, known = _job(db, args, sqlite_sql.INSERT_NEW_JOB)
     delivery = (event.source, event.message_id, job, event.state.value, event.provider_status, now)
     if not db.execute(KEYED_DELIVERY, delivery).rowcount:
         db.execute(FOLDED_REQUEUE_DEAD, (now, now, job))
@@ -430,7 +435,7 @@ def ingest_folded(
     if known is None:
         completed = event.state.terminal
     else:
-        state = db.execute(sql.UPSERT_JOB, args).fetchone()[0]
+        state = db.execute(sqlite_sql.UPSERT_JOB, args).fetchone()[0]
         completed = bool(
             event.state.terminal
             and state == event.state

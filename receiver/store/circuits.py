@@ -70,7 +70,7 @@ WHERE id IN (
     WHERE c.phase = 'ready' AND d.handler = ?
       AND ((d.state = 'pending' AND d.next_attempt_at <= ?)
            OR (d.state = 'running' AND d.lease_until < ?))
-    ORDER BY d.next_attempt_at LIMIT 1)
+    ORDER BY d.next_attempt_at LIMIT 1 /*pg: FOR UPDATE OF d SKIP LOCKED */)
 RETURNING {codec.DISPATCH_COLUMNS}
 """  # noqa: S608
 

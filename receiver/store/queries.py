@@ -121,8 +121,9 @@ WHERE j.terminal_at IS NOT NULL AND j.terminal_at < ?
   AND (c.id IS NULL OR (c.phase = 'ready' AND NOT EXISTS (
         SELECT 1 FROM dispatches d WHERE d.completion_id = c.id
         AND (d.state <> 'succeeded' OR d.updated_at >= ?))))
-ORDER BY j.terminal_at LIMIT ?
+ORDER BY j.terminal_at LIMIT ? /*pg: FOR UPDATE OF j SKIP LOCKED */
 """
+"""Two replicas purging at once take different jobs, not the same ones twice."""
 DELETE_DELIVERIES = "DELETE FROM deliveries WHERE job = ?"
 DELETE_DISPATCHES = "DELETE FROM dispatches WHERE completion_id = ?"
 DELETE_COMPLETION = "DELETE FROM completions WHERE id = ?"

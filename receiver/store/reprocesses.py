@@ -24,7 +24,7 @@ ON CONFLICT (source, job_id) DO UPDATE SET state = 'submitting',
     updated_at = excluded.updated_at
 WHERE reprocesses.state = 'failed'
     OR (reprocesses.state = 'submitting' AND reprocesses.updated_at < ?)
-    OR (? AND reprocesses.state IN ('submitted', 'unknown'))
+    OR (CAST(? AS BOOLEAN) AND reprocesses.state IN ('submitted', 'unknown'))
 RETURNING attempts"""
 FINISH = """UPDATE reprocesses SET state = ?, new_job_id = COALESCE(?, new_job_id), error = ?,
     owner = NULL, updated_at = ?

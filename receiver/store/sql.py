@@ -1,4 +1,8 @@
-"""SQL statements of the SQLite store, most of them shared with PostgreSQL (``pg_sql.numbered``)."""
+"""The shared SQL of the store's engine, pipeline side: what both backends run, in the words
+``receiver.store.connector.Dialect`` describes (``?`` placeholders, ``greatest``, PostgreSQL's
+row locks as ``/*pg: ... */`` comments), and the names of the few statements each backend
+writes itself (``own``: the claims and the next-due read, in ``sqlite.sql`` and
+``postgres.sql``). The admin API's reads are beside it (``queries``, ``history``, ...)."""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ from typing import Any
 
 from receiver.store import codec
 from receiver.store.codec import now
+from receiver.store.connector import own
 
 
 def _rank(column: str) -> str:
@@ -14,14 +19,6 @@ def _rank(column: str) -> str:
 
 _FORWARD = f"jobs.terminal_at IS NULL AND {_rank('excluded.state')} >= {_rank('jobs.state')}"
 
-# SQLite learns what an INSERT did from its change count (cursor.rowcount, lastrowid): there a
-# RETURNING clause makes each statement dearer, and a webhook runs three of them. PostgreSQL
-# keeps RETURNING (``postgres.sql``).
-INSERT_DELIVERY_ROW = """
-INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at, job)
-VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
-"""
-
 # jobhook's own id of a job (jobs.id, sequential from the job's first sight) keys everything per
 # job: its deliveries' index and its completion append at the right edge of their B-trees,
 # where keys by the provider's random job id landed anywhere. The lookup from the provider's
@@ -29,21 +26,13 @@ VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 JOB_KEY = "(SELECT id FROM jobs WHERE source = ? AND job_id = ?)"
 """A job's id from its (source, job_id), as a scalar subquery for the statements below."""
 
-SELECT_JOB_ID = "SELECT id, state FROM jobs WHERE source = ? AND job_id = ?"
 
-_INSERT_JOB_ROW = """
-INSERT INTO jobs (source, job_id, state, provider_status, metadata, error, created_at, updated_at,
-                  last_news_at, terminal_at, progress_done, progress_total, expected_pages,
-                  next_poll_at, error_code)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-"""
-
-INSERT_NEW_JOB = _INSERT_JOB_ROW + "ON CONFLICT DO NOTHING\n"
-"""A job's first news (``job_args``): the row as UPSERT_JOB inserts it; nothing for a known job."""
-
-UPSERT_JOB = (
-    _INSERT_JOB_ROW
-    + f"""ON CONFLICT (source, job_id) DO UPDATE SET
+def job_news(merge_patch: str) -> str:
+    """The clause that merges a known job's news into its row, for both backends: the state
+    moves forward only (queued, running, then one terminal state, kept once reached), the
+    error and its code only before that, the metadata merged as a JSON merge patch
+    (``merge_patch`` names the dialect's function), progress and poll times where given."""
+    return f"""ON CONFLICT (source, job_id) DO UPDATE SET
     state = CASE WHEN {_FORWARD} THEN excluded.state ELSE jobs.state END,
     provider_status = CASE WHEN {_FORWARD} THEN excluded.provider_status
                            ELSE jobs.provider_status END,
@@ -52,7 +41,7 @@ UPSERT_JOB = (
     error_code = CASE WHEN jobs.terminal_at IS NULL
                       THEN coalesce(excluded.error_code, jobs.error_code) ELSE jobs.error_code END,
     terminal_at = coalesce(jobs.terminal_at, excluded.terminal_at),
-    metadata = json_patch(jobs.metadata, excluded.metadata),
+    metadata = {merge_patch}(jobs.metadata, excluded.metadata),
     updated_at = excluded.updated_at,
     last_news_at = excluded.last_news_at,
     progress_done = coalesce(excluded.progress_done, jobs.progress_done),
@@ -60,29 +49,18 @@ UPSERT_JOB = (
     expected_pages = coalesce(excluded.expected_pages, jobs.expected_pages),
     next_poll_at = coalesce(excluded.next_poll_at, jobs.next_poll_at),
     poll_attempts = CASE WHEN excluded.next_poll_at IS NULL THEN jobs.poll_attempts ELSE 0 END
-RETURNING state, terminal_at - created_at
 """
-)
 
-INSERT_COMPLETION = """
-INSERT INTO completions (job, source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref, error_code, traceparent)
-SELECT id, source, job_id, state, provider_status, metadata, error, :now, :now, :phase,
-       :result_ref, error_code, :traceparent
-FROM jobs WHERE id = :job
-ON CONFLICT (job) DO NOTHING
-"""
-"""One row, or none when the job already has its completion: its id is the cursor's lastrowid."""
 
-INSERT_NEW_COMPLETION = """
-INSERT INTO completions (source, job_id, state, provider_status, metadata, error, created_at,
-                         next_attempt_at, phase, result_ref, error_code, traceparent, job)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8, ?9, ?10, ?11, ?12)
-ON CONFLICT (job) DO NOTHING
+# SQLite learns what an INSERT did from its change count (cursor.rowcount, lastrowid): there a
+# RETURNING clause makes each statement dearer, and a webhook runs three of them. PostgreSQL
+# adds RETURNING (``postgres.sql``).
+INSERT_DELIVERY_ROW = """
+INSERT INTO deliveries (source, message_id, job_id, state, provider_status, received_at, job)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING
 """
-"""INSERT_COMPLETION for a job created in the same transaction: its row is ``job_args``' first
-seven values (then phase, result reference, error code, traceparent and the job's id), so they
-are inserted as they are instead of read back."""
+
+SELECT_JOB_ID = "SELECT id, state FROM jobs WHERE source = ? AND job_id = ?"
 
 INSERT_DISPATCH = """
 INSERT INTO dispatches (completion_id, handler, next_attempt_at, updated_at)
@@ -95,26 +73,32 @@ UPDATE dispatches SET state = 'pending', attempts = 0, next_attempt_at = ?, upda
 WHERE state = 'dead' AND completion_id = (SELECT id FROM completions WHERE job = ?)
 """
 
-_COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
+COMPLETION_COLUMNS = """id, source, job_id, state, provider_status, metadata, error, created_at,
     phase, result_path, result_sha256, result_bytes, attempts, result_ref, traceparent,
     resolved_at, resolve_seconds, error_code"""
-SELECT_COMPLETION = f"SELECT {_COMPLETION_COLUMNS} FROM completions"  # noqa: S608
+SELECT_COMPLETION = f"SELECT {COMPLETION_COLUMNS} FROM completions"  # noqa: S608
+
+SELECT_COMPLETION_FOR = f"{SELECT_COMPLETION} WHERE job = {JOB_KEY}"
+
+
+def completions_by_id(count: int) -> str:
+    marks = ",".join("?" * count)
+    return f"{SELECT_COMPLETION} WHERE id IN ({marks})"
+
+
+CLAIM_COMPLETIONS = own("claim completions")
+"""Lease due completions: (owner, lease until, now, now, limit); the completions' rows."""
+CLAIM_DISPATCHES = own("claim dispatches")
+"""Lease due dispatches of closed circuits: (owner, lease until, now, now, now, busy handlers
+(a list), limit); the dispatches' rows."""
+NEXT_DUE = own("next due")
+"""When the next completion or dispatch falls due: (busy handlers, busy handlers), as lists."""
 
 SELECT_JOB = """
 SELECT source, job_id, state, provider_status, metadata, created_at, updated_at, last_news_at,
        terminal_at, progress_done, progress_total, expected_pages, error, poll_attempts
 FROM jobs WHERE source = ? AND job_id = ?
 """
-
-CLAIM_COMPLETIONS = f"""
-UPDATE completions SET lease_owner = ?, lease_until = ?, attempts = attempts + 1
-WHERE id IN (
-    SELECT id FROM completions
-    WHERE phase = 'resolving' AND next_attempt_at <= ?
-      AND (lease_until IS NULL OR lease_until < ?)
-    ORDER BY next_attempt_at LIMIT ?)
-RETURNING {_COMPLETION_COLUMNS}
-"""  # noqa: S608
 
 RESOLVE_COMPLETION = """
 UPDATE completions SET phase = 'ready', result_path = ?, result_sha256 = ?, result_bytes = ?,
@@ -132,27 +116,6 @@ WHERE id = ? AND lease_owner = ?
 
 _DISPATCH_COLUMNS = codec.DISPATCH_COLUMNS
 
-# INDEXED BY and CROSS JOIN: SQLite finds dispatches through dispatches_due and keeps them as
-# the outer loop whatever its statistics say. Once a store of a million jobs had been ANALYZEd
-# (an operator's routine step), the planner chose to scan every completion instead: seconds for
-# CLAIM_DISPATCHES, on the event loop's thread inside the write transaction every webhook waits
-# for, and for NEXT_DUE, which then read every dispatch even with dispatches outside
-# (bench.prefill's store; milliseconds as written here).
-CLAIM_DISPATCHES = f"""
-UPDATE dispatches SET state = 'running', lease_owner = ?, lease_until = ?,
-    attempts = attempts + 1, updated_at = ?
-WHERE id IN (
-    SELECT d.id FROM dispatches d INDEXED BY dispatches_due
-    CROSS JOIN completions c ON c.id = d.completion_id
-    WHERE c.phase = 'ready'
-      AND ((d.state = 'pending' AND d.next_attempt_at <= ?)
-           OR (d.state = 'running' AND d.lease_until < ?))
-      AND d.handler NOT IN (SELECT value FROM json_each(?))
-      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
-    ORDER BY d.next_attempt_at LIMIT ?)
-RETURNING {_DISPATCH_COLUMNS}
-"""  # noqa: S608
-
 FINISH_DISPATCH = """
 UPDATE dispatches SET state = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?,
     error_code = ?, updated_at = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL
@@ -160,13 +123,13 @@ WHERE id = ? AND lease_owner = ?
 """
 
 RELEASE_DISPATCHES = """
-UPDATE dispatches SET state = 'pending', attempts = max(attempts - 1, 0),
+UPDATE dispatches SET state = 'pending', attempts = greatest(attempts - 1, 0),
     lease_owner = NULL, lease_until = NULL
 WHERE lease_owner = ? AND state = 'running'
 """
 
 RELEASE_COMPLETIONS = """
-UPDATE completions SET attempts = max(attempts - 1, 0), lease_owner = NULL, lease_until = NULL
+UPDATE completions SET attempts = greatest(attempts - 1, 0), lease_owner = NULL, lease_until = NULL
 WHERE lease_owner = ? AND phase = 'resolving'
 """
 
@@ -204,26 +167,6 @@ RETURNING owner
 START_RESULT_FETCH = """
 INSERT INTO result_fetches (completion_id, started_at) VALUES (?, ?)
 ON CONFLICT (completion_id) DO NOTHING RETURNING completion_id
-"""
-
-NEXT_DUE = """
-SELECT min(t) FROM (
-    SELECT min(next_attempt_at) AS t FROM completions WHERE phase = 'resolving'
-    UNION ALL
-    SELECT min(coalesce(CASE WHEN d.state = 'running' THEN d.lease_until END, d.next_attempt_at))
-    FROM dispatches d INDEXED BY dispatches_due CROSS JOIN completions c ON c.id = d.completion_id
-    WHERE c.phase = 'ready' AND d.state IN ('pending', 'running')
-      AND d.handler NOT IN (SELECT value FROM json_each(:busy))
-      AND NOT EXISTS (SELECT 1 FROM circuits k WHERE k.handler = d.handler AND k.state <> 'closed')
-    UNION ALL
-    SELECT min(k.retry_at) FROM circuits k WHERE k.state <> 'closed'
-      AND k.handler NOT IN (SELECT value FROM json_each(:busy)) AND EXISTS (
-        SELECT 1 FROM dispatches d INDEXED BY dispatches_due
-        CROSS JOIN completions c ON c.id = d.completion_id
-        WHERE d.handler = k.handler AND c.phase = 'ready' AND d.state IN ('pending', 'running'))
-    UNION ALL
-    SELECT min(lease_until) FROM completions WHERE phase = 'resolving' AND lease_until IS NOT NULL
-)
 """
 
 SELECT_DISPATCHES_FOR = f"""
@@ -283,14 +226,3 @@ WHERE phase = 'resolving' AND lease_owner = ?
 """
 
 TAKE_BACK_LEASES = "DELETE FROM leases WHERE owner = ?"
-
-# The embedded store's owner proved that no other process uses it (receiver.store.sqlite.ownership):
-# every claim left in it belongs to a process that is gone.
-TAKE_BACK_ALL = (
-    """UPDATE dispatches SET state = 'pending', lease_owner = NULL, lease_until = NULL
-       WHERE state = 'running'""",
-    """UPDATE completions SET lease_owner = NULL, lease_until = NULL
-       WHERE phase = 'resolving' AND lease_owner IS NOT NULL""",
-    "DELETE FROM leases",
-    "DELETE FROM replicas",
-)

@@ -29,16 +29,16 @@ async def test_the_store_checkpoints_on_its_thread_and_commits_leave_it_to_that(
     store = SQLiteStore(tmp_path / "s.db")
     await store.open()
     try:
-        assert store._db is not None
-        ((pages,),) = store._db.execute("PRAGMA wal_autocheckpoint").fetchall()
+        assert store.connector._db is not None
+        ((pages,),) = store.connector._db.execute("PRAGMA wal_autocheckpoint").fetchall()
         assert pages == 16_384  # the writers' backstop, not SQLite's 1,000
-        before = store._checkpointer.checkpoints
+        before = store.connector._checkpointer.checkpoints
         await asyncio.gather(*(store.ingest(_event(n), ["files"]) for n in range(300)))
         for _ in range(100):
-            if store._checkpointer.checkpoints > before:
+            if store.connector._checkpointer.checkpoints > before:
                 break
             await asyncio.sleep(0.05)
-        assert store._checkpointer.checkpoints > before
+        assert store.connector._checkpointer.checkpoints > before
         rows = await store._read("SELECT count(*) FROM deliveries")
         assert rows[0][0] == 300
     finally:
@@ -71,7 +71,7 @@ async def test_a_held_store_starts_no_batch_until_the_thread_lets_go(tmp_path: P
         answers: list[bool] = []
 
         def hold() -> None:
-            with store._commits.held() as held:
+            with store.connector._commits.held() as held:
                 answers.append(held)
                 holding.set()
                 release.wait(10)
@@ -90,7 +90,7 @@ async def test_a_held_store_starts_no_batch_until_the_thread_lets_go(tmp_path: P
         assert (await store._read("SELECT count(*) FROM deliveries"))[0][0] == 1
     finally:
         await store.close()
-    with store._commits.held(timeout=0.1) as held:
+    with store.connector._commits.held(timeout=0.1) as held:
         assert held is False  # a closed store has nothing to hold
 
 
@@ -100,12 +100,12 @@ async def test_a_long_wal_starts_over_while_webhooks_keep_coming(
     monkeypatch.setattr(checkpoint, "RESTART_FRAMES", 64)
     monkeypatch.setattr(checkpoint, "INTERVAL", 0.05)
     store = SQLiteStore(tmp_path / "r.db")
-    monkeypatch.setattr(store._checkpointer, "interval", 0.05)
+    monkeypatch.setattr(store.connector._checkpointer, "interval", 0.05)
     await store.open()
     sent = 0
     try:
         async with asyncio.timeout(30):
-            while store._checkpointer.restarts < 2:
+            while store.connector._checkpointer.restarts < 2:
                 await asyncio.gather(
                     *(store.ingest(_event(sent + n), ["files"]) for n in range(50))
                 )

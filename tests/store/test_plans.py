@@ -14,6 +14,7 @@ import pytest
 
 from receiver.store import bulk, fields, history, queries, reprocesses, sql
 from receiver.store.rows import JobFilter
+from receiver.store.sqlite import sql as sqlite_sql
 from receiver.store.sqlite.migrations import SQLITE_MIGRATIONS
 
 if TYPE_CHECKING:
@@ -53,8 +54,8 @@ def _plan(
 @pytest.mark.parametrize(
     ("query", "params"),
     [
-        (sql.CLAIM_DISPATCHES, ("o", 1.0, 1.0, 1.0, 1.0, '["busy"]', 10)),
-        (sql.NEXT_DUE, {"busy": '["busy"]'}),
+        (sqlite_sql.CLAIM_DISPATCHES, ("o", 1.0, 1.0, 1.0, 1.0, '["busy"]', 10)),
+        (sqlite_sql.NEXT_DUE, ('["busy"]', '["busy"]')),
     ],
     ids=["claim_dispatches", "next_due"],
 )
@@ -83,7 +84,7 @@ _EVERY = JobFilter(source="reducto", state="failed", created_after=1.0, created_
 # the stores build them.
 _BY_KEY: dict[str, str] = {
     "select_job_id": sql.SELECT_JOB_ID,
-    "insert_completion": sql.INSERT_COMPLETION,
+    "insert_completion": sqlite_sql.INSERT_COMPLETION,
     "requeue_dead_for_job": sql.REQUEUE_DEAD_FOR_JOB,
     "dispatches_for": sql.SELECT_DISPATCHES_FOR,
     "select_job": sql.SELECT_JOB,
@@ -104,7 +105,7 @@ _BY_KEY: dict[str, str] = {
     "delete_job": queries.DELETE_JOB,
     "completions_after": queries.COMPLETIONS_AFTER,
     "last_completion_id": queries.LAST_COMPLETION_ID,
-    "claim_completions": sql.CLAIM_COMPLETIONS,
+    "claim_completions": sqlite_sql.CLAIM_COMPLETIONS,
     "resolve_completion": sql.RESOLVE_COMPLETION,
     "due_polls": sql.DUE_POLLS,
     "schedule_poll": sql.SCHEDULE_POLL,
@@ -113,6 +114,8 @@ _BY_KEY: dict[str, str] = {
     "reprocess_of": reprocesses.OF_JOB,
     "reprocess_from": reprocesses.FROM_JOB,
 }
+# As the SQLite store runs them: the shared statements in its dialect.
+_BY_KEY = {name: sqlite_sql.DIALECT.sql(query) for name, query in _BY_KEY.items()}
 _BIG = {"jobs", "deliveries", "completions", "dispatches", "job_fields", "attempts"}
 
 

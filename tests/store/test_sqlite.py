@@ -93,16 +93,16 @@ async def test_writes_run_in_a_writer_process_that_is_started_again_when_killed(
     store = SQLiteStore(tmp_path / "s.db", offload_at=1)
     await store.open()
     try:
-        first = store._process.pid
+        first = store.connector._process.pid
         assert first is not None
         assert first != os.getpid()
         assert psutil.Process(first).cmdline()[1:3] == ["-m", "receiver.store.sqlite.writer"]
         await store.ingest(_event("before"), [])
         os.kill(first, signal.SIGKILL)
-        await _wait_until(lambda: not store._process.alive)
+        await _wait_until(lambda: not store.connector._process.alive)
         result = await store.ingest(_event("after"), [])
         assert result.status == "accepted"
-        assert store._process.pid not in (None, first)
+        assert store.connector._process.pid not in (None, first)
         assert await store.get_job("reducto", "before") is not None
         assert await store.get_job("reducto", "after") is not None
     finally:
@@ -117,7 +117,7 @@ async def test_a_writer_process_dying_mid_batch_fails_the_batch_and_the_next_one
     try:
         await store.ingest(_event("before"), [])
         with pytest.raises(StoreUnavailableError, match="writer process exited"):
-            await store._write(_die)
+            await store.connector._write(_die)
         assert (await store.ingest(_event("before"), [])).status == "duplicate"
         assert (await store.ingest(_event("after"), [])).status == "accepted"
     finally:
@@ -131,14 +131,14 @@ async def test_the_writer_process_ignores_the_service_s_signals_and_stops_with_t
     (the service still writes while it stops) and SIGHUP (the service reloads and goes on)."""
     store = SQLiteStore(tmp_path / "s.db", offload_at=1)
     await store.open()
-    pid = store._process.pid
+    pid = store.connector._process.pid
     assert pid is not None
     try:
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             os.kill(pid, signum)
         await asyncio.sleep(0.2)
         assert (await store.ingest(_event("after-signals"), [])).status == "accepted"
-        assert store._process.pid == pid
+        assert store.connector._process.pid == pid
     finally:
         await store.close()
     assert _gone(pid)
@@ -163,7 +163,7 @@ async def main():
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     store = SQLiteStore(Path(sys.argv[1]), offload_at=1)  # every batch in the writer process
     await store.open()
-    writer = store._process.pid
+    writer = store.connector._process.pid
     ids, done, failures = itertools.count(), [0], []
     stop, hangups = asyncio.Event(), asyncio.Queue()
     # As the service does: SIGHUP reloads, the process goes on.
@@ -194,7 +194,7 @@ async def main():
         print("hangup", n, flush=True)
     stop.set()
     await asyncio.gather(*senders)
-    alive = store._process.alive and store._process.pid == writer
+    alive = store.connector._process.alive and store.connector._process.pid == writer
     await store.close()
     print(json.dumps({"done": done[0], "failures": failures[:5], "same_writer": alive}))
 
@@ -244,7 +244,7 @@ def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
         "async def main():\n"
         f"    store = SQLiteStore(Path({str(tmp_path / 's.db')!r}), offload_at=1)\n"
         "    await store.open()\n"
-        "    print('writer', store._process.pid, flush=True)\n"
+        "    print('writer', store.connector._process.pid, flush=True)\n"
         "    await asyncio.sleep(60)\n"
         "asyncio.run(main())\n"
     )
@@ -266,13 +266,15 @@ def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
 
 def test_the_writer_process_imports_only_the_store_s_engine() -> None:
     """The writer process runs ``receiver.store.sqlite.writer`` and unpickles operations of
-    ``receiver.store.sqlite.operations``: that is all it imports, and its resident memory counts
-    in the service's idle RSS. Neither the store's contract (``receiver.store.base``, loaded
-    at its first use) nor any third-party package but orjson may come with them."""
+    ``receiver.store.sqlite.operations`` and the engine's programs (``receiver.store.programs``)
+    that they run: that is all it imports, and its resident memory counts in the service's idle
+    RSS. Neither the store's contract (``receiver.store.base``, loaded at its first use), the
+    engine nor any third-party package but orjson may come with them."""
     script = (
         "import sys\n"
         "before = set(sys.modules)\n"
         "import receiver.store.sqlite.writer, receiver.store.sqlite.operations\n"
+        "import receiver.store.programs\n"
         "print(' '.join(sorted(set(sys.modules) - before)))\n"
     )
     loaded = subprocess.run(
@@ -281,10 +283,11 @@ def test_the_writer_process_imports_only_the_store_s_engine() -> None:
     ours = sorted(m for m in loaded if m.split(".")[0] == "receiver")
     assert ours == [
         "receiver", "receiver.errors", "receiver.jsontext", "receiver.models", "receiver.store",
-        "receiver.store.circuits", "receiver.store.codec", "receiver.store.fields",
-        "receiver.store.history", "receiver.store.queries", "receiver.store.reprocesses",
-        "receiver.store.rows", "receiver.store.sql", "receiver.store.sqlite",
-        "receiver.store.sqlite.operations", "receiver.store.sqlite.writer",
+        "receiver.store.circuits", "receiver.store.codec", "receiver.store.connector",
+        "receiver.store.fields", "receiver.store.history", "receiver.store.programs",
+        "receiver.store.queries", "receiver.store.reprocesses", "receiver.store.rows",
+        "receiver.store.sql", "receiver.store.sqlite", "receiver.store.sqlite.operations",
+        "receiver.store.sqlite.sql", "receiver.store.sqlite.writer",
     ]  # fmt: skip
     stdlib = set(sys.stdlib_module_names)
     others = {m.split(".")[0] for m in loaded} - stdlib - {"receiver"}
@@ -351,13 +354,13 @@ async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_proce
     store = SQLiteStore(tmp_path / "s.db", offload_at=4)
     await store.open()
     sent: list[bytes] = []
-    run = store._process.run
+    run = store.connector._process.run
 
     async def counted(data: bytes) -> object:
         sent.append(data)
         return await run(data)
 
-    monkeypatch.setattr(store._process, "run", counted)
+    monkeypatch.setattr(store.connector._process, "run", counted)
     try:
         assert (await store.ingest(_event("alone"), [])).status == "accepted"
         assert sent == []

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
 from receiver.store import codec, sql
+from receiver.store.connector import numbered
 from receiver.store.postgres import sql as pg_sql
 from receiver.store.postgres.pool import affected, text_without_nul
 
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from receiver.models import Event
     from receiver.store.postgres.pool import Conn
 
-_n = pg_sql.numbered
 
 INGEST_BATCH = """
 SELECT o_status, o_state, o_completed, o_took, o_requeued FROM jobhook_ingest_batch(
@@ -109,7 +109,7 @@ async def ingest_one(conn: Conn, item: Ingest) -> IngestResult:
         delivery = codec.delivery_params(event, now, job)
         seen = await conn.fetchval(pg_sql.INSERT_DELIVERY, *delivery) is None
         if seen:
-            requeued = await conn.execute(_n(sql.REQUEUE_DEAD_FOR_JOB), now, now, job)
+            requeued = await conn.execute(numbered(sql.REQUEUE_DEAD_FOR_JOB), now, now, job)
             state = await conn.fetchval(pg_sql.JOB_STATE_BY_ID, job) or event.state.value
             return IngestResult(
                 "duplicate", event.job_id, State(state), requeued=affected(requeued)
@@ -126,6 +126,6 @@ async def ingest_one(conn: Conn, item: Ingest) -> IngestResult:
         if completion_id is not None:
             completed = True
             rows = [(completion_id, handler, now, now) for handler in item.handlers]
-            await conn.executemany(_n(sql.INSERT_DISPATCH), rows)
+            await conn.executemany(numbered(sql.INSERT_DISPATCH), rows)
     return IngestResult("accepted", event.job_id, State(state), completed=completed,
                         took=took if completed else None)  # fmt: skip
