@@ -117,7 +117,7 @@ async def test_a_writer_process_dying_mid_batch_fails_the_batch_and_the_next_one
     try:
         await store.ingest(_event("before"), [])
         with pytest.raises(StoreUnavailableError, match="writer process exited"):
-            await store.connector._write(_die)
+            await store.connector._commits.write(_die)
         assert (await store.ingest(_event("before"), [])).status == "duplicate"
         assert (await store.ingest(_event("after"), [])).status == "accepted"
     finally:

@@ -119,10 +119,6 @@ class SQLiteConnector(Connector):
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._thread, functools.partial(fn, *args))
 
-    async def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(connection, *args)`` in the group commit's next batch (``GroupCommit.write``)."""
-        return await self._commits.write(fn, *args)
-
     async def read(
         self, query: str, params: Sequence[Any] = (), *, in_commit_order: bool = False
     ) -> list[Any]:
