@@ -39,21 +39,9 @@ class PostgresStore(SQLEngine):
 
     connector: PostgresConnector
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        min_size: int = 1,
-        max_size: int = 10,
-        timeout: float = 10.0,
-        require_synchronous_replication: bool = False,
-    ) -> None:
-        super().__init__(
-            PostgresConnector(
-                url, min_size=min_size, max_size=max_size, timeout=timeout,
-                require_synchronous_replication=require_synchronous_replication,
-            )
-        )  # fmt: skip
+    def __init__(self, url: str, **options: Any) -> None:
+        """``options``: ``PostgresConnector``'s (pool sizes, timeout, synchronous replication)."""
+        super().__init__(PostgresConnector(url, **options))
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.connector.display_url!r})"
