@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from receiver.store import codec
 from receiver.store.codec import now
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def _rank(column: str) -> str:
@@ -294,3 +297,18 @@ TAKE_BACK_ALL = (
     "DELETE FROM leases",
     "DELETE FROM replicas",
 )
+
+
+def in_sources(sources: Sequence[str] | None, column: str = "j.source") -> tuple[str, list[Any]]:
+    """`` AND <column> IN (...)`` and its values, to put where a statement says ``{only}``:
+    only the rows of ``sources`` (a token limited to them); nothing when ``sources`` is None."""
+    if sources is None:
+        return "", []
+    if not sources:
+        return " AND 1 = 0", []
+    return f" AND {column} IN ({','.join('?' * len(sources))})", list(sources)
+
+
+def scoped(query: str, sources: Sequence[str] | None, column: str = "j.source") -> str:
+    """``query`` with each ``{only}`` replaced by ``in_sources``' condition."""
+    return query.replace("{only}", in_sources(sources, column)[0])

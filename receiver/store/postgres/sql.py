@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from receiver.store import circuits, codec, fields, history, queries, reprocesses, sql
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from receiver.models import Event
     from receiver.store.rows import JobFilter, JobKey
 
@@ -198,8 +200,14 @@ RECORD_ATTEMPT = numbered(history.RECORD_ATTEMPT)
 # A bucket's number: PostgreSQL's CAST rounds, so floor.
 _BUCKET = "floor({} / ?)"
 COMPLETED_OVER_TIME = numbered(history.completed_over_time(_BUCKET))
-OUTCOMES_OVER_TIME = numbered(history.outcomes_over_time(_BUCKET))
-ERRORS_OVER_TIME = numbered(history.errors_over_time(_BUCKET))
+
+
+def outcomes_over_time(sources: Sequence[str] | None) -> str:
+    return numbered(history.outcomes_over_time(_BUCKET, sources))
+
+
+def errors_over_time(sources: Sequence[str] | None) -> str:
+    return numbered(history.errors_over_time(_BUCKET, sources))
 
 
 def completion_args(event: Event, at: float, resolve: bool, job: int) -> tuple[Any, ...]:

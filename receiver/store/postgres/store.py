@@ -386,22 +386,27 @@ class PostgresStore(Store):
         rows = await self._db.fetch(pg_sql.COMPLETION_FOR, source, job_id)
         return codec.completion_row(rows[0]) if rows else None
 
-    async def job_stats(self, since: float) -> JobStats:
-        return await queries.job_stats(self._fetch, since)
+    async def job_stats(self, since: float, *, sources: Sequence[str] | None = None) -> JobStats:
+        return await queries.job_stats(self._fetch, since, sources)
 
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
         query, params = queries.field_names_query(where, limit)
         return [str(r[0]) for r in await self._db.fetch(pg_sql.with_metadata(query), *params)]
 
     async def field_stats(
-        self, since: float, thresholds: Mapping[str, float], default: float
-    ) -> FieldStats:
-        return await fields.field_stats(self._fetch, since, thresholds, default)
+        self, since: float, thresholds: Mapping[str, float], default: float, *,
+        sources: Sequence[str] | None = None,
+    ) -> FieldStats:  # fmt: skip
+        return await fields.field_stats(self._fetch, since, thresholds, default, sources)
 
-    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
+    async def completions_after(
+        self, after_id: int, limit: int, *, sources: Sequence[str] | None = None
+    ) -> list[CompletionRow]:
+        query, params = queries.completions_after_query(after_id, limit, sources)
+
         async def op(conn: Conn) -> list[CompletionRow]:
             await conn.execute(pg_sql.LOCK_COMPLETIONS)  # none in flight below what we read
-            rows = await conn.fetch(_n(queries.COMPLETIONS_AFTER), after_id, limit)
+            rows = await conn.fetch(_n(query), *params)
             return [codec.completion_row(r) for r in rows]
 
         return await self._db.transaction(op)
@@ -421,20 +426,28 @@ class PostgresStore(Store):
         rows = await self._db.fetch(pg_sql.COMPLETED_OVER_TIME, width, since)
         return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
 
-    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
-        rows = await self._db.fetch(pg_sql.OUTCOMES_OVER_TIME, width, since)
+    async def outcomes_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[OutcomeBucket]:
+        query = pg_sql.outcomes_over_time(sources)
+        rows = await self._db.fetch(query, *history.over_time_params(width, since, sources))
         return [history.outcome_bucket(r, width) for r in rows]
 
-    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
-        rows = await self._db.fetch(pg_sql.ERRORS_OVER_TIME, width, since, width, since)
+    async def errors_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[ErrorBucket]:
+        query = pg_sql.errors_over_time(sources)
+        rows = await self._db.fetch(query, *history.over_time_params(width, since, sources, 2))
         return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
 
-    async def dead_groups(self) -> list[DeadGroup]:
-        return [DeadGroup(*r) for r in await self._db.fetch(history.DEAD_GROUPS)]
+    async def dead_groups(self, *, sources: Sequence[str] | None = None) -> list[DeadGroup]:
+        return [DeadGroup(*r) for r in await self._fetch(*history.dead_groups_query(sources))]
 
-    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
-        params = history.dead_params(handler, code, limit)
-        rows = await self._db.fetch(_n(history.DEAD_LIST), *params)
+    async def dead_list(
+        self, handler: str | None, code: str | None, limit: int, *,
+        sources: Sequence[str] | None = None,
+    ) -> list[DeadRow]:  # fmt: skip
+        rows = await self._fetch(*history.dead_list_query(handler, code, limit, sources))
         return [DeadRow(*r) for r in rows]
 
     async def backlog(self) -> Backlog:

@@ -71,8 +71,6 @@ log = structlog.get_logger(__name__)
 # A bucket's number: SQLite's CAST truncates, which is floor for these positive times.
 _BUCKET = "CAST({} / ? AS INTEGER)"
 _COMPLETED_OVER_TIME = history.completed_over_time(_BUCKET)
-_OUTCOMES_OVER_TIME = history.outcomes_over_time(_BUCKET)
-_ERRORS_OVER_TIME = history.errors_over_time(_BUCKET)
 
 
 class SQLiteStore(Store):
@@ -358,20 +356,23 @@ class SQLiteStore(Store):
         )
         return codec.completion_row(rows[0]) if rows else None
 
-    async def job_stats(self, since: float) -> JobStats:
-        return await queries.job_stats(self._read, since)
+    async def job_stats(self, since: float, *, sources: Sequence[str] | None = None) -> JobStats:
+        return await queries.job_stats(self._read, since, sources)
 
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
         query, params = queries.field_names_query(where, limit)
         return [str(r[0]) for r in await self._read(query, params)]
 
     async def field_stats(
-        self, since: float, thresholds: Mapping[str, float], default: float
-    ) -> FieldStats:
-        return await fields.field_stats(self._read, since, thresholds, default)
+        self, since: float, thresholds: Mapping[str, float], default: float, *,
+        sources: Sequence[str] | None = None,
+    ) -> FieldStats:  # fmt: skip
+        return await fields.field_stats(self._read, since, thresholds, default, sources)
 
-    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
-        rows = await self._read(queries.COMPLETIONS_AFTER, (after_id, limit))
+    async def completions_after(
+        self, after_id: int, limit: int, *, sources: Sequence[str] | None = None
+    ) -> list[CompletionRow]:
+        rows = await self._read(*queries.completions_after_query(after_id, limit, sources))
         return [codec.completion_row(r) for r in rows]
 
     async def last_completion_id(self) -> int:
@@ -385,19 +386,28 @@ class SQLiteStore(Store):
         rows = await self._read(_COMPLETED_OVER_TIME, (width, since))
         return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
 
-    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
-        rows = await self._read(_OUTCOMES_OVER_TIME, (width, since))
+    async def outcomes_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[OutcomeBucket]:
+        query = history.outcomes_over_time(_BUCKET, sources)
+        rows = await self._read(query, history.over_time_params(width, since, sources))
         return [history.outcome_bucket(r, width) for r in rows]
 
-    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
-        rows = await self._read(_ERRORS_OVER_TIME, (width, since, width, since))
+    async def errors_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[ErrorBucket]:
+        query = history.errors_over_time(_BUCKET, sources)
+        rows = await self._read(query, history.over_time_params(width, since, sources, 2))
         return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
 
-    async def dead_groups(self) -> list[DeadGroup]:
-        return [DeadGroup(*r) for r in await self._read(history.DEAD_GROUPS)]
+    async def dead_groups(self, *, sources: Sequence[str] | None = None) -> list[DeadGroup]:
+        return [DeadGroup(*r) for r in await self._read(*history.dead_groups_query(sources))]
 
-    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
-        rows = await self._read(history.DEAD_LIST, history.dead_params(handler, code, limit))
+    async def dead_list(
+        self, handler: str | None, code: str | None, limit: int, *,
+        sources: Sequence[str] | None = None,
+    ) -> list[DeadRow]:  # fmt: skip
+        rows = await self._read(*history.dead_list_query(handler, code, limit, sources))
         return [DeadRow(*r) for r in rows]
 
     async def backlog(self) -> Backlog:
