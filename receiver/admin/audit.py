@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse
 
 from receiver import jsontext
 from receiver.admin import query as jobquery
+from receiver.admin import scope
 from receiver.errors import JobhookError, RejectedError
 from receiver.store.audit import AuditEntry, AuditFilter
 
@@ -121,9 +122,10 @@ async def run_audited(request: Request, who: Principal, action: str, target: str
         response = await call()
         status = getattr(response, "status_code", 200)
         outcome = "ok" if status < 400 else "rejected" if status < 500 else "failed"
+        outcome = "forbidden" if status == 403 else outcome
         return response
-    except RejectedError:
-        outcome = "rejected"
+    except RejectedError as exc:
+        outcome = "forbidden" if exc.status_code == 403 else "rejected"
         raise
     finally:
         jobs = getattr(request.state, "audit_jobs", None)
@@ -169,7 +171,7 @@ async def list_audit(request: Request) -> JSONResponse:
     if cursor is not None and not (cursor.isdigit() and len(cursor) < 20):
         raise jobquery.QueryError("invalid_query", "cursor is not one this service gave out")
     f = AuditFilter(token=q.get("token") or None, action=q.get("action") or None,
-                    after=after, before=before)  # fmt: skip
+                    after=after, before=before, sources=scope.sources_of(request))  # fmt: skip
     rows = await _store(request).audit_rows(
         f, after_id=int(cursor) if cursor else None, limit=limit
     )

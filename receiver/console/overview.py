@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
+from receiver.admin import scope
 from receiver.admin import views as jobviews
 from receiver.console import charts, circuits, web
 from receiver.errors import RejectedError
@@ -33,20 +34,22 @@ async def overview(request: Request) -> Response:
     store = jobroutes.store_of(request)
     now = time.time()
     since = now - seconds
-    sources = request.app.state.settings.sources
-    thresholds = {name: cfg.confidence_alert for name, cfg in sources.items()}
-    stats = await jobviews.full_stats(store, period, since, thresholds)
+    configured = request.app.state.settings.sources
+    thresholds = {name: cfg.confidence_alert for name, cfg in configured.items()}
+    sources = scope.sources_of(request)
+    stats = await jobviews.full_stats(store, period, since, thresholds, sources)
     width = BUCKETS[period]
     start = since - since % width
-    outcomes = await store.outcomes_over_time(start, width)
-    errors = await store.errors_over_time(start, width)
+    outcomes = await store.outcomes_over_time(start, width, sources=sources)
+    errors = await store.errors_over_time(start, width, sources=sources)
     runtime = request.app.state.runtime
     drain = getattr(runtime, "drain", None)
     budgets = (
-        {name: d.as_json() for name, d in sorted(drain.status.items())}
+        {name: d.as_json() for name, d in sorted(drain.status.items()) if scope.sees(request, name)}
         if drain is not None and drain.status
         else {}
     )
+    confirmations = await store.confirmations_due()
     fields = weak_fields(stats.get("fields") or [])
     return web.render(
         request,
@@ -64,7 +67,7 @@ async def overview(request: Request) -> Response:
             charts.errors(errors, since, now, width),
         ],
         backlog=await store.backlog(),
-        confirmations=await store.confirmations_due(),
+        confirmations={k: n for k, n in confirmations.items() if scope.sees(request, k)},
         budgets=budgets,
         held=await circuits.holding(store),
         seconds_text=charts.seconds_text,

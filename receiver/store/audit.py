@@ -78,6 +78,8 @@ class AuditFilter:
     action: str | None = None
     after: float | None = None
     before: float | None = None
+    sources: tuple[str, ...] | None = None
+    """Only rows that name a job of these sources (a token limited to them reads these)."""
 
 
 INSERT = """INSERT INTO audit (at, last_at, token, role, action, target, source, job_id,
@@ -131,6 +133,9 @@ def list_query(f: AuditFilter, after_id: int | None, limit: int) -> tuple[str, l
         if value is not None:
             clauses.append(clause)
             params.append(value)
+    if f.sources is not None:
+        clauses.append(f"source IN ({','.join('?' * len(f.sources))})" if f.sources else "1 = 0")
+        params += f.sources
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     return f"SELECT {COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?", [*params, limit]  # noqa: S608
 
