@@ -51,6 +51,13 @@ async def overview(request: Request) -> Response:
     )
     confirmations = await store.confirmations_due()
     fields = weak_fields(stats.get("fields") or [])
+    # The backlog is every source's work: a limited token sees its own dead letters only.
+    backlog = await store.backlog() if sources is None else None
+    dead = (
+        backlog.dead
+        if backlog is not None
+        else sum(g.count for g in await store.dead_groups(sources=sources))
+    )
     return web.render(
         request,
         "overview.html",
@@ -66,7 +73,8 @@ async def overview(request: Request) -> Response:
             charts.latency(outcomes, since, now, width),
             charts.errors(errors, since, now, width),
         ],
-        backlog=await store.backlog(),
+        backlog=backlog,
+        dead=dead,
         confirmations={k: n for k, n in confirmations.items() if scope.sees(request, k)},
         budgets=budgets,
         held=await circuits.holding(store),

@@ -17,53 +17,13 @@ import pytest
 from receiver.config.load import load_settings
 from receiver.service.app import create_app
 from receiver.service.reload import Reloader
+from tests.adminsupport import BOSS, TEAM, deliver_to, sources_config
 from tests.services import postgres_database
-from tests.support import SECRET, live_server, reducto_body, signed_headers
+from tests.support import live_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
-
-TEAM = {"Authorization": "Bearer team-secret-4b1d"}
-BOSS = {"Authorization": "Bearer boss-secret-9e77"}
-
-
-def _config(tmp_path: Path, store: str = "", team_sources: str = '["docs"]') -> Path:
-    """Two sources of one provider, a file handler, a limited admin token and an unlimited one."""
-    config = tmp_path / "jobhook.toml"
-    config.write_text(
-        f"""
-data_dir = "{tmp_path / "data"}"
-{f'[store]{chr(10)}url = "{store}"' if store else ""}
-[sources.docs]
-provider = "reducto"
-secrets = ["{SECRET}"]
-[sources.billing]
-provider = "reducto"
-secrets = ["{SECRET}"]
-[[handlers]]
-name = "files"
-type = "file"
-dir = "{tmp_path / "out"}"
-[[server.tokens]]
-name = "team"
-role = "admin"
-secrets = ["team-secret-4b1d"]
-sources = {team_sources}
-[[server.tokens]]
-name = "boss"
-role = "admin"
-secrets = ["boss-secret-9e77"]
-""",
-        encoding="utf-8",
-    )
-    return config
-
-
-async def _deliver(c: httpx.AsyncClient, source: str, job_id: str) -> None:
-    body = reducto_body(job_id, "Completed")
-    headers = signed_headers(body, msg_id=f"msg-{source}-{job_id}")
-    assert (await c.post(f"/webhooks/{source}", content=body, headers=headers)).status_code == 200
 
 
 async def _delivered(c: httpx.AsyncClient, source: str, job_id: str) -> None:
@@ -92,10 +52,10 @@ async def client(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A served app with jobs docs/d1, docs/d2 and billing/b1, each delivered."""
     async with _store_url(request.param) as store:
-        app = create_app(load_settings(_config(tmp_path, store), environ={}))
+        app = create_app(load_settings(sources_config(tmp_path, store), environ={}))
         async with live_server(app) as url, httpx.AsyncClient(base_url=url) as c:
             for source, job_id in (("docs", "d1"), ("docs", "d2"), ("billing", "b1")):
-                await _deliver(c, source, job_id)
+                await deliver_to(c, source, job_id)
                 await _delivered(c, source, job_id)
             yield c
 
@@ -193,11 +153,11 @@ async def test_a_limited_token_acts_only_on_its_sources(client: httpx.AsyncClien
 
 
 async def test_a_reload_applies_changed_sources_from_the_next_request(tmp_path: Path) -> None:
-    config = _config(tmp_path)
+    config = sources_config(tmp_path)
     app = create_app(load_settings(config, environ={}))
     async with live_server(app) as url, httpx.AsyncClient(base_url=url) as c:
-        await _deliver(c, "docs", "d1")
-        await _deliver(c, "billing", "b1")
+        await deliver_to(c, "docs", "d1")
+        await deliver_to(c, "billing", "b1")
         assert _ids((await c.get("/jobs", headers=TEAM)).json()) == ["docs/d1"]
         text = config.read_text(encoding="utf-8").replace('["docs"]', '["billing"]')
         config.write_text(text, encoding="utf-8")
