@@ -115,6 +115,7 @@ async def test_the_openapi_document_names_each_routes_role(tmp_path: Path) -> No
     assert paths["/jobs/reprocess"]["post"]["x-jobhook-role"] == "admin"
     assert paths["/audit"]["get"]["x-jobhook-role"] == "admin"
     assert "403" in paths["/jobs/{source}/{job_id}/replay"]["post"]["responses"]
+    assert "limited to some sources" in paths["/jobs"]["get"]["description"]
     assert "x-jobhook-role" not in paths["/healthz"]["get"]
 
 
