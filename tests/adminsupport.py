@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -178,3 +179,30 @@ async def deliver_to(c: httpx.AsyncClient, source: str, job_id: str) -> None:
     body = reducto_body(job_id, "Completed")
     headers = signed_headers(body, msg_id=f"msg-{source}-{job_id}")
     assert (await c.post(f"/webhooks/{source}", content=body, headers=headers)).status_code == 200
+
+
+async def inject_fault(store: Store, table: str, event: str, when: str) -> None:
+    """Make the database refuse an ``event`` (INSERT or UPDATE) of ``table`` rows for which
+    ``when`` (SQL over ``NEW``, in both dialects) holds: a trigger raising inside the writing
+    transaction, so whatever the transaction did with it is rolled back, as any failed
+    statement's would be."""
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            conn.execute(f"""CREATE TRIGGER fault_{table} BEFORE {event} ON {table}
+                WHEN {when} BEGIN SELECT RAISE(ABORT, 'injected fault'); END""")
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    function = f"""CREATE FUNCTION fault_{table}() RETURNS trigger LANGUAGE plpgsql
+        AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$"""
+    trigger = f"""CREATE TRIGGER fault_{table} BEFORE {event} ON {table}
+        FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION fault_{table}()"""
+
+    async def create(conn: Any) -> None:
+        await conn.execute(function)
+        await conn.execute(trigger)
+
+    pool = store._db  # type: ignore[attr-defined]  # the test reaches past the store's API
+    await pool.transaction(create)

@@ -156,9 +156,9 @@ async def track_job(request: Request) -> JSONResponse:
         metadata=body.metadata,
         expected_pages=body.pages,
     )
-    await request.app.state.ingestor.ingest(event)
+    await request.app.state.ingestor.ingest(event, audit=audit.pending(request))
+    audit.recorded(request)
     request.app.state.runtime.poller.wake()  # its first poll may be due at once
-    audit.touched(request, 1)
     log.info("job_tracked", source=body.source, job_id=job_id)
     detail = await jobviews.job_detail(store_of(request), body.source, job_id)
     assert detail is not None
@@ -187,8 +187,9 @@ async def replay_job(request: Request) -> JSONResponse:
         job_id=job_id,
         handler=body.handler,
         include_succeeded=body.include_succeeded,
+        audit=audit.pending(request),
     )
-    audit.touched(request, count)
+    audit.recorded(request)
     if count:
         request.app.state.runtime.dispatcher.wake()
     log.info("job_replayed", source=source, job_id=job_id, handler=body.handler, requeued=count)

@@ -146,9 +146,10 @@ async def replay(request: Request) -> Response:
         return PlainTextResponse("no such job", status_code=404)
     handler = form.get("handler") or None
     count = await store.replay(
-        source=source, job_id=job_id, handler=handler, include_succeeded=True
-    )
-    audit.touched(request, count)
+        source=source, job_id=job_id, handler=handler, include_succeeded=True,
+        audit=audit.pending(request),
+    )  # fmt: skip
+    audit.recorded(request)
     dispatcher = request.app.state.runtime.dispatcher
     if count:
         dispatcher.wake()

@@ -63,9 +63,15 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     async def ingest(
-        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
+        self,
+        event: Event,
+        handlers: Sequence[str],
+        *,
+        resolve: bool = True,
+        audit: AuditEntry | None = None,
     ) -> IngestResult:
-        """Record an event in one transaction.
+        """Record an event in one transaction (with ``audit``, an admin call's, its audit row
+        finished, ``audit.done``, in the same transaction).
 
         The delivery (unique per source and message id), the job's state (forward-only) and,
         when the job newly becomes terminal, its completion plus one dispatch per handler
@@ -168,8 +174,10 @@ class Engine(abc.ABC):
         handler: str | None = None,
         since: float | None = None,
         include_succeeded: bool = False,
+        audit: AuditEntry | None = None,
     ) -> int:
-        """Queue dead (or, with include_succeeded, also finished) dispatches again."""
+        """Queue dead (or, with include_succeeded, also finished) dispatches again, in one
+        transaction (with ``audit``, the call's audit row, finished, in it)."""
 
     @abc.abstractmethod
     async def count_replayable(self, f: ReplayFilter) -> int:
@@ -254,7 +262,8 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     async def audit_start(self, entry: AuditEntry) -> int:
-        """Record an admin action before its effect (outcome ``started``); its row's id."""
+        """Record an admin action before its effect (outcome ``started``), or one that ended
+        without its effect's transaction recording it (its outcome); its row's id."""
 
     @abc.abstractmethod
     async def audit_finish(

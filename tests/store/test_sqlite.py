@@ -266,7 +266,8 @@ def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
 
 def test_the_writer_process_imports_only_the_store_s_engine() -> None:
     """The writer process runs ``receiver.store.sqlite.writer`` and unpickles operations of
-    ``receiver.store.sqlite.operations``: that is all it imports, and its resident memory counts
+    ``receiver.store.sqlite.operations`` (the audit row of an admin call is written with its
+    effect, so its statements come too): that is all it imports, and its resident memory counts
     in the service's idle RSS. Neither the store's contract (``receiver.store.base``, loaded
     at its first use) nor any third-party package but orjson may come with them."""
     script = (
@@ -281,8 +282,9 @@ def test_the_writer_process_imports_only_the_store_s_engine() -> None:
     ours = sorted(m for m in loaded if m.split(".")[0] == "receiver")
     assert ours == [
         "receiver", "receiver.errors", "receiver.jsontext", "receiver.models", "receiver.store",
-        "receiver.store.circuits", "receiver.store.codec", "receiver.store.fields",
-        "receiver.store.history", "receiver.store.queries", "receiver.store.reprocesses",
+        "receiver.store.audit", "receiver.store.circuits", "receiver.store.codec",
+        "receiver.store.fields", "receiver.store.history", "receiver.store.queries",
+        "receiver.store.reprocesses",
         "receiver.store.rows", "receiver.store.sql", "receiver.store.sqlite",
         "receiver.store.sqlite.operations", "receiver.store.sqlite.writer",
     ]  # fmt: skip

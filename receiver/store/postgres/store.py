@@ -27,6 +27,7 @@ from receiver.store.base import Store
 from receiver.store.postgres import durability
 from receiver.store.postgres import sql as pg_sql
 from receiver.store.postgres.group_commit import IN_FLIGHT, PgGroupCommit
+from receiver.store.postgres.ingest import audited
 from receiver.store.postgres.migrations import migrate
 from receiver.store.postgres.pool import PgPool, affected
 from receiver.store.rows import AttemptRow, DeadGroup, DeadRow, ErrorBucket, TimeBucket
@@ -118,8 +119,11 @@ class PostgresStore(Store):
         await self._db.fetch("SELECT 1")
 
     async def ingest(
-        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
-    ) -> IngestResult:
+        self, event: Event, handlers: Sequence[str], *, resolve: bool = True,
+        audit: AuditEntry | None = None,
+    ) -> IngestResult:  # fmt: skip
+        if audit is not None:  # an admin call's: its own transaction, with its audit row
+            return await self.batching.ingest_alone(event, handlers, resolve, audit)
         return await self.batching.ingest(event, handlers, resolve)
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
@@ -221,9 +225,16 @@ class PostgresStore(Store):
         handler: str | None = None,
         since: float | None = None,
         include_succeeded: bool = False,
+        audit: AuditEntry | None = None,
     ) -> int:
         query, params = sql.replay_query(source, job_id, handler, since, include_succeeded)
-        return await self._db.execute(_n(query), *params)
+
+        async def op(conn: Conn) -> int:
+            count = affected(await conn.execute(_n(query), *params))
+            await audited(conn, audit, count)
+            return count
+
+        return await self._db.transaction(op)
 
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         rows = await self._db.fetch(_n(sql.DUE_POLLS), source, now, limit)

@@ -12,6 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
+from receiver.store import audit as audit_sql
 from receiver.store import circuits, codec, fields, history, queries, reprocesses, sql
 
 if TYPE_CHECKING:
@@ -19,10 +20,33 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
     from receiver.models import Event
+    from receiver.store.audit import AuditEntry
     from receiver.store.rows import CompletionRow, DispatchRow
 
 
 def ingest(
+    db: sqlite3.Connection,
+    event: Event,
+    handlers: Sequence[str],
+    resolve: bool,
+    now: float,
+    audit: AuditEntry | None = None,
+) -> IngestResult:
+    """``_ingest``, and the admin call's audit row (``audit``, if any) in its transaction."""
+    result = _ingest(db, event, handlers, resolve, now)
+    _audited(db, audit, int(result.status == "accepted"))
+    return result
+
+
+def _audited(db: sqlite3.Connection, audit: AuditEntry | None, jobs: int) -> None:
+    """The row of the admin call whose effect this transaction is, finished with it."""
+    if audit is not None:
+        db.execute(
+            audit_sql.INSERT, audit_sql.insert_params(audit_sql.done(audit, jobs))
+        ).fetchall()
+
+
+def _ingest(
     db: sqlite3.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
     """Record ``event``: a delivery (the dedupe key), its job, and a completion with its
@@ -80,9 +104,13 @@ def execute(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> None:
     db.execute(query, params)
 
 
-def changed(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:
-    """One statement; how many rows it changed."""
-    return db.execute(query, params).rowcount
+def changed(
+    db: sqlite3.Connection, query: str, params: Sequence[Any], audit: AuditEntry | None = None
+) -> int:
+    """One statement; how many rows it changed (and the admin call's audit row, if any)."""
+    count = db.execute(query, params).rowcount
+    _audited(db, audit, count)
+    return count
 
 
 def inserted_id(db: sqlite3.Connection, query: str, params: Sequence[Any]) -> int:

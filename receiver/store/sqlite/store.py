@@ -151,9 +151,10 @@ class SQLiteStore(Store):
             raise StoreUnavailableError("the store writer is not running")
 
     async def ingest(
-        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
-    ) -> IngestResult:
-        return await self._write(operations.ingest, event, handlers, resolve, codec.now())
+        self, event: Event, handlers: Sequence[str], *, resolve: bool = True,
+        audit: AuditEntry | None = None,
+    ) -> IngestResult:  # fmt: skip
+        return await self._write(operations.ingest, event, handlers, resolve, codec.now(), audit)
 
     async def get_job(self, source: str, job_id: str) -> JobRow | None:
         rows = await self._read(sql.SELECT_JOB, (source, job_id))
@@ -213,9 +214,10 @@ class SQLiteStore(Store):
         handler: str | None = None,
         since: float | None = None,
         include_succeeded: bool = False,
+        audit: AuditEntry | None = None,
     ) -> int:
         query, params = sql.replay_query(source, job_id, handler, since, include_succeeded)
-        return await self._write(operations.changed, query, params)
+        return await self._write(operations.changed, query, params, audit)
 
     async def due_polls(self, source: str, now: float, limit: int) -> list[JobRow]:
         rows = await self._read(sql.DUE_POLLS, (source, now, limit))
