@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event
+    from receiver.store.audit import AuditEntry
 
 
 class NullIngestStore(SQLiteStore):
@@ -38,8 +39,9 @@ class NullIngestStore(SQLiteStore):
         self._finished: set[tuple[str, str]] = set()
 
     async def ingest(
-        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
-    ) -> IngestResult:
+        self, event: Event, handlers: Sequence[str], *, resolve: bool = True,
+        audit: AuditEntry | None = None,
+    ) -> IngestResult:  # fmt: skip
         if event.message_id is not None:
             message = (event.source, event.message_id)
             if message in self._seen:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -131,3 +132,77 @@ async def record(
         return
     with time_machine.travel(at, tick=False):
         await store.ingest(event, handlers, resolve=resolve)
+
+
+TEAM = {"Authorization": "Bearer team-secret-4b1d"}
+BOSS = {"Authorization": "Bearer boss-secret-9e77"}
+
+
+def sources_config(
+    tmp_path: Path, store: str = "", team_sources: str = '["docs"]', extra: str = ""
+) -> Path:
+    """Two sources of one provider (docs, billing), a file handler, and two admin tokens:
+    "team" limited to ``team_sources``, "boss" of every source (headers ``TEAM``, ``BOSS``)."""
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f"""
+data_dir = "{tmp_path / "data"}"
+{f'[store]{chr(10)}url = "{store}"' if store else ""}
+[sources.docs]
+provider = "reducto"
+secrets = ["{SECRET}"]
+[sources.billing]
+provider = "reducto"
+secrets = ["{SECRET}"]
+[[handlers]]
+name = "files"
+type = "file"
+dir = "{tmp_path / "out"}"
+[[server.tokens]]
+name = "team"
+role = "admin"
+secrets = ["team-secret-4b1d"]
+sources = {team_sources}
+[[server.tokens]]
+name = "boss"
+role = "admin"
+secrets = ["boss-secret-9e77"]
+{extra}
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def deliver_to(c: httpx.AsyncClient, source: str, job_id: str) -> None:
+    """Deliver a Reducto webhook finishing ``job_id`` to ``source``'s URL."""
+    body = reducto_body(job_id, "Completed")
+    headers = signed_headers(body, msg_id=f"msg-{source}-{job_id}")
+    assert (await c.post(f"/webhooks/{source}", content=body, headers=headers)).status_code == 200
+
+
+async def inject_fault(store: Store, table: str, event: str, when: str) -> None:
+    """Make the database refuse an ``event`` (INSERT or UPDATE) of ``table`` rows for which
+    ``when`` (SQL over ``NEW``, in both dialects) holds: a trigger raising inside the writing
+    transaction, so whatever the transaction did with it is rolled back, as any failed
+    statement's would be."""
+    if isinstance(store, SQLiteStore):
+        conn = sqlite3.connect(store.path)
+        try:
+            conn.execute(f"""CREATE TRIGGER fault_{table} BEFORE {event} ON {table}
+                WHEN {when} BEGIN SELECT RAISE(ABORT, 'injected fault'); END""")
+            conn.commit()
+        finally:
+            conn.close()
+        return
+    function = f"""CREATE FUNCTION fault_{table}() RETURNS trigger LANGUAGE plpgsql
+        AS $$ BEGIN RAISE EXCEPTION 'injected fault'; END $$"""
+    trigger = f"""CREATE TRIGGER fault_{table} BEFORE {event} ON {table}
+        FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION fault_{table}()"""
+
+    async def create(conn: Any) -> None:
+        await conn.execute(function)
+        await conn.execute(trigger)
+
+    pool = store.connector._db  # type: ignore[attr-defined]  # reaches past the store's API
+    await pool.transaction(create)

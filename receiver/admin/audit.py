@@ -1,14 +1,19 @@
 """Recording admin calls in the audit trail, and ``GET /audit`` to read it.
 
-An action's row is written before the call does anything (a store that cannot write it refuses
-the call with 503: no effect goes unrecorded) and finished after it with the outcome, the jobs
-it touched and its ``replay_id`` / ``reprocess_id``. Refusals (401, 403) are counted per
-address, reason and hour, without the presented secret; a store that cannot count one still
-refuses the request.
+A call whose effect is one store transaction (``IN_EFFECT``: tracking a job, replaying one
+job's deliveries) hands its row to the store method that makes the effect (``pending``), which
+writes it finished in that transaction, so the effect cannot stand without its row; when the
+call ends without that (refused before its effect, or the effect failed and was rolled back),
+its row is written here, whole, with that outcome. Any other action's row is written before
+the call does anything (a store that cannot write it refuses the call with 503: no effect goes
+unrecorded) and finished after it with the outcome, the jobs it touched and its ``replay_id`` /
+``reprocess_id``. Refusals (401, 403) are counted per address, reason and hour, without the
+presented secret; a store that cannot count one still refuses the request.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 import uuid
@@ -19,6 +24,7 @@ from starlette.responses import JSONResponse
 
 from receiver import jsontext
 from receiver.admin import query as jobquery
+from receiver.admin import scope
 from receiver.errors import JobhookError, RejectedError
 from receiver.store.audit import AuditEntry, AuditFilter
 
@@ -32,6 +38,8 @@ log = structlog.get_logger("receiver.admin")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 MAX_TARGET = 2000
 PAGE = 100
+IN_EFFECT = frozenset({"track_job", "replay_job", "console_replay"})
+"""Actions whose effect is one store transaction, which writes their row."""
 
 
 def request_id(request: Request) -> str:
@@ -111,19 +119,38 @@ async def refused(request: Request, who: Principal | None, action: str, reason: 
         log.error("audit_refusal_lost", action=action, error=str(exc))
 
 
+def pending(request: Request) -> AuditEntry | None:
+    """The row an ``IN_EFFECT`` call's store transaction is to write (None outside one)."""
+    entry: AuditEntry | None = getattr(request.state, "audit_entry", None)
+    return entry
+
+
+def recorded(request: Request) -> None:
+    """The store committed the effect, and with it the call's row: nothing is left to write."""
+    request.state.audit_recorded = True
+
+
+def _outcome(status: int) -> str:
+    if status == 403:
+        return "forbidden"
+    return "ok" if status < 400 else "rejected" if status < 500 else "failed"
+
+
 async def run_audited(request: Request, who: Principal, action: str, target: str, call: Any) -> Any:
-    """``await call()`` between its audit row's start and finish."""
+    """``await call()`` between its audit row's start and finish, or for an ``IN_EFFECT``
+    action with its row written by its effect's transaction (``_run_in_effect``)."""
     store = _store(request)
+    if action in IN_EFFECT:
+        return await _run_in_effect(request, _entry(request, who, action, target), call)
     audit_id = await store.audit_start(_entry(request, who, action, target))
     request.state.audit_id = audit_id
     outcome = "failed"
     try:
         response = await call()
-        status = getattr(response, "status_code", 200)
-        outcome = "ok" if status < 400 else "rejected" if status < 500 else "failed"
+        outcome = _outcome(getattr(response, "status_code", 200))
         return response
-    except RejectedError:
-        outcome = "rejected"
+    except RejectedError as exc:
+        outcome = _outcome(exc.status_code)
         raise
     finally:
         jobs = getattr(request.state, "audit_jobs", None)
@@ -132,6 +159,28 @@ async def run_audited(request: Request, who: Principal, action: str, target: str
             await store.audit_finish(audit_id, outcome, jobs=jobs, ref=ref, now=time.time())
         except JobhookError as exc:  # the row stays "started": its effect is still recorded
             log.error("audit_finish_lost", audit_id=audit_id, error=str(exc))
+
+
+async def _run_in_effect(request: Request, entry: AuditEntry, call: Any) -> Any:
+    """``await call()``, whose store transaction writes ``entry`` (``pending``, ``recorded``);
+    if it ends without that, the row is written now with the outcome it had."""
+    request.state.audit_entry = entry
+    outcome = "failed"
+    try:
+        response = await call()
+        outcome = _outcome(getattr(response, "status_code", 200))
+        return response
+    except RejectedError as exc:
+        outcome = _outcome(exc.status_code)
+        raise
+    finally:
+        if not getattr(request.state, "audit_recorded", False):
+            jobs = getattr(request.state, "audit_jobs", None)
+            ended = dataclasses.replace(entry, outcome=outcome, jobs=jobs)
+            try:
+                await _store(request).audit_start(ended)
+            except JobhookError as exc:  # nothing stands unrecorded: the effect did not commit
+                log.error("audit_row_lost", action=entry.action, outcome=outcome, error=str(exc))
 
 
 async def target_of(request: Request) -> str | None:
@@ -169,7 +218,7 @@ async def list_audit(request: Request) -> JSONResponse:
     if cursor is not None and not (cursor.isdigit() and len(cursor) < 20):
         raise jobquery.QueryError("invalid_query", "cursor is not one this service gave out")
     f = AuditFilter(token=q.get("token") or None, action=q.get("action") or None,
-                    after=after, before=before)  # fmt: skip
+                    after=after, before=before, sources=scope.sources_of(request))  # fmt: skip
     rows = await _store(request).audit_rows(
         f, after_id=int(cursor) if cursor else None, limit=limit
     )

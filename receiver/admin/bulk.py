@@ -11,6 +11,7 @@ most about this many in this call) with ``cursor`` (the previous answer's ``next
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -18,7 +19,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
-from receiver.admin import audit
+from receiver.admin import audit, scope
 from receiver.admin import query as jobquery
 from receiver.admin.jobs import Name, read_model, store_of
 from receiver.store.bulk import ReplayFilter
@@ -95,7 +96,9 @@ async def requeue(
 
 async def replay_jobs(request: Request) -> JSONResponse:
     body = await read_model(request, BulkReplayRequest, optional=True)
+    scope.may_use(request, body.source)
     f = replay_filter(body)
+    f = dataclasses.replace(f, jobs=scope.limited(request, f.jobs))
     store = store_of(request)
     if body.dry_run:
         return JSONResponse({"dry_run": True, "count": await store.count_replayable(f)})

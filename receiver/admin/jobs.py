@@ -12,7 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from starlette.responses import JSONResponse
 
 from receiver import jsontext
-from receiver.admin import audit
+from receiver.admin import audit, scope
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
 from receiver.errors import PayloadError, RejectedError, UnknownSourceError
@@ -73,9 +73,10 @@ def store_of(request: Request) -> Store:
 
 
 def filter_from(request: Request) -> JobFilter:
-    """The filters of ``GET /jobs`` and ``GET /jobs/export``, from the query string."""
+    """The filters of ``GET /jobs`` and ``GET /jobs/export``, from the query string, narrowed
+    to the caller's sources."""
     q = request.query_params
-    return jobquery.build_filter(
+    where = jobquery.build_filter(
         source=q.get("source"),
         state=q.get("state"),
         created_after=q.get("created_after"),
@@ -86,6 +87,13 @@ def filter_from(request: Request) -> JobFilter:
         field=q.get("field"),
         max_confidence=q.get("max_confidence"),
     )
+    return scope.limited(request, where)
+
+
+def unknown_job(source: str, job_id: str) -> UnknownJobError:
+    """The 404 of a missing job, which is also the answer for another source's job to a
+    token limited to others: the two must not be told apart."""
+    return UnknownJobError("unknown_job", f"no job {job_id!r} of source {source!r}")
 
 
 async def read_model(request: Request, model: type[M], *, optional: bool) -> M:
@@ -115,21 +123,23 @@ async def list_jobs(request: Request) -> JSONResponse:
 
 async def show_job(request: Request) -> JSONResponse:
     source, job_id = request.path_params["source"], request.path_params["job_id"]
-    detail = await jobviews.job_detail(store_of(request), source, job_id)
+    sources = scope.sources_of(request)
+    detail = await jobviews.job_detail(store_of(request), source, job_id, sources)
     known = request.app.state.sources.get(source)
     if detail is None and known is not None:
         # What the pipeline has at hand (a bare operation id) names the job it registered.
         with contextlib.suppress(ValueError):
             normal = known.provider.job_id(job_id)
             if normal != job_id:
-                detail = await jobviews.job_detail(store_of(request), source, normal)
+                detail = await jobviews.job_detail(store_of(request), source, normal, sources)
     if detail is None:
-        raise UnknownJobError("unknown_job", f"no job {job_id!r} of source {source!r}")
+        raise unknown_job(source, job_id)
     return JSONResponse(detail)
 
 
 async def track_job(request: Request) -> JSONResponse:
     body = await read_model(request, TrackRequest, optional=False)
+    scope.may_use(request, body.source)  # before the source's existence is told
     if body.source not in request.app.state.sources:
         raise UnknownSourceError("unknown_source", f"no source named {body.source!r}")
     provider = request.app.state.sources[body.source].provider
@@ -146,9 +156,9 @@ async def track_job(request: Request) -> JSONResponse:
         metadata=body.metadata,
         expected_pages=body.pages,
     )
-    await request.app.state.ingestor.ingest(event)
+    await request.app.state.ingestor.ingest(event, audit=audit.pending(request))
+    audit.recorded(request)
     request.app.state.runtime.poller.wake()  # its first poll may be due at once
-    audit.touched(request, 1)
     log.info("job_tracked", source=body.source, job_id=job_id)
     detail = await jobviews.job_detail(store_of(request), body.source, job_id)
     assert detail is not None
@@ -160,22 +170,26 @@ async def job_stats(request: Request) -> JSONResponse:
     since = time.time() - seconds
     sources = request.app.state.settings.sources
     thresholds = {name: cfg.confidence_alert for name, cfg in sources.items()}
-    return JSONResponse(await jobviews.full_stats(store_of(request), period, since, thresholds))
+    stats = await jobviews.full_stats(
+        store_of(request), period, since, thresholds, scope.sources_of(request)
+    )
+    return JSONResponse(stats)
 
 
 async def replay_job(request: Request) -> JSONResponse:
     source, job_id = request.path_params["source"], request.path_params["job_id"]
     body = await read_model(request, ReplayRequest, optional=True)
     store = store_of(request)
-    if await store.get_job(source, job_id) is None:
-        raise UnknownJobError("unknown_job", f"no job {job_id!r} of source {source!r}")
+    if not scope.sees(request, source) or await store.get_job(source, job_id) is None:
+        raise unknown_job(source, job_id)
     count = await store.replay(
         source=source,
         job_id=job_id,
         handler=body.handler,
         include_succeeded=body.include_succeeded,
+        audit=audit.pending(request),
     )
-    audit.touched(request, count)
+    audit.recorded(request)
     if count:
         request.app.state.runtime.dispatcher.wake()
     log.info("job_replayed", source=source, job_id=job_id, handler=body.handler, requeued=count)

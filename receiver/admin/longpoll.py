@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
+from receiver.admin import scope
 from receiver.admin import views as jobviews
-from receiver.admin.jobs import UnknownJobError, store_of
+from receiver.admin.jobs import store_of, unknown_job
 from receiver.admin.notifier import RECHECK_SECONDS, wait_flag
 from receiver.admin.query import QueryError
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
 
     from starlette.requests import Request
 
@@ -50,15 +51,17 @@ async def wait_for_job(
     job_id: str,
     seconds: float,
     gone: Callable[[], Awaitable[bool]] | None = None,
+    sources: Sequence[str] | None = None,
 ) -> dict[str, Any] | None:
-    """The job's document once terminal, or as it stands after ``seconds``; None if unknown.
+    """The job's document once terminal, or as it stands after ``seconds``; None if unknown
+    (or of a source other than ``sources``, a limited token's).
 
     ``gone`` says the caller hung up, which ends the wait early.
     """
     deadline = time.monotonic() + seconds
     with notifier.watch(source, job_id) as news:
         while True:
-            detail = await jobviews.job_detail(store, source, job_id)
+            detail = await jobviews.job_detail(store, source, job_id, sources)
             if detail is None or detail["job"]["terminal"]:
                 return detail
             left = deadline - time.monotonic()
@@ -71,9 +74,8 @@ async def wait(request: Request) -> JSONResponse:
     source, job_id = request.path_params["source"], request.path_params["job_id"]
     timeout = parse_timeout(request.query_params.get("timeout"))
     notifier = request.app.state.runtime.notifier
-    detail = await wait_for_job(
-        store_of(request), notifier, source, job_id, timeout, request.is_disconnected
-    )
+    detail = await wait_for_job(store_of(request), notifier, source, job_id, timeout,
+                                request.is_disconnected, scope.sources_of(request))  # fmt: skip
     if detail is None:
-        raise UnknownJobError("unknown_job", f"no job {job_id!r} of source {source!r}")
+        raise unknown_job(source, job_id)
     return JSONResponse(detail, status_code=200 if detail["job"]["terminal"] else 202)

@@ -16,9 +16,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import JSONResponse
 
-from receiver.admin import audit
+from receiver.admin import audit, scope
 from receiver.admin import query as jobquery
-from receiver.admin.jobs import Name, UnknownJobError, read_model, store_of
+from receiver.admin.jobs import Name, read_model, store_of, unknown_job
 from receiver.errors import RejectedError, UnknownSourceError
 from receiver.pipeline.reprocess import Outcome
 
@@ -186,7 +186,8 @@ async def _each(reprocessor: Reprocessor, rows: list[JobRow], *, force: bool) ->
 
 async def reprocess_jobs(request: Request) -> JSONResponse:
     body = await read_model(request, BulkReprocessRequest, optional=True)
-    f = job_filter(body)
+    scope.may_use(request, body.source)
+    f = scope.limited(request, job_filter(body))
     _check_source(request, body.source)
     after = _cursor_key(body)
     if body.dry_run:
@@ -207,10 +208,12 @@ async def reprocess_jobs(request: Request) -> JSONResponse:
 async def reprocess_job(request: Request) -> JSONResponse:
     source, job_id = request.path_params["source"], request.path_params["job_id"]
     body = await read_model(request, OneReprocessRequest, optional=True)
+    if not scope.sees(request, source):
+        raise unknown_job(source, job_id)
     _check_source(request, source)
     row = await store_of(request).get_job(source, job_id)
     if row is None:
-        raise UnknownJobError("unknown_job", f"no job {job_id!r} of source {source!r}")
+        raise unknown_job(source, job_id)
     outcome = await _reprocessor(request).reprocess(row, force=body.force)
     audit.touched(request, int(outcome.status == "submitted"))
     if outcome.status == "not_reprocessable":

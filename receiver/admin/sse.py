@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.responses import StreamingResponse
 
 from receiver import tracing
+from receiver.admin import scope
 from receiver.admin.jobs import store_of
 from receiver.admin.notifier import RECHECK_SECONDS, wait_flag
 from receiver.admin.query import QueryError
@@ -25,7 +26,7 @@ from receiver.admin.views import iso
 from receiver.errors import StoreUnavailableError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
 
     from starlette.requests import Request
 
@@ -76,15 +77,21 @@ def _heartbeat(request: Request) -> float:
 
 
 async def stream_completions(
-    store: Reads, notifier: Notifier, after: int, heartbeat: float
+    store: Reads,
+    notifier: Notifier,
+    after: int,
+    heartbeat: float,
+    sources: Sequence[str] | None = None,
 ) -> AsyncIterator[str]:
-    """Completions after id ``after`` as they are committed, with heartbeat comments."""
+    """Completions after id ``after`` as they are committed, with heartbeat comments; of
+    ``sources`` only when given (a limited token's: the store skips the others, so the ids
+    it sends still only grow and resume where they stopped)."""
     with notifier.watch_completions() as news:
         yield f"retry: {RETRY_MILLISECONDS}\n: stream of completions after {after}\n\n"
         quiet_since = time.monotonic()
         while True:
             try:
-                rows = await store.completions_after(after, BATCH)
+                rows = await store.completions_after(after, BATCH, sources=sources)
             except StoreUnavailableError:
                 rows = []  # the client keeps its place; try again on the next recheck
             for row in rows:
@@ -110,8 +117,9 @@ async def events(request: Request) -> StreamingResponse:
     if after is None:
         after = await store.last_completion_id()
     headers: dict[str, Any] = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    notifier = request.app.state.runtime.notifier
     return StreamingResponse(
-        stream_completions(store, request.app.state.runtime.notifier, after, heartbeat),
+        stream_completions(store, notifier, after, heartbeat, scope.sources_of(request)),
         media_type="text/event-stream",
         headers=headers,
     )

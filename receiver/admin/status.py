@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse
 
+from receiver.admin import scope
 from receiver.admin.views import iso
 from receiver.errors import StoreUnavailableError
 from receiver.ops.health import circuit_doc
@@ -40,6 +41,7 @@ async def service_status(request: Request) -> JSONResponse:
     body["sources"] = {
         name: {"provider": cfg.provider, **(readings[name].as_json() if name in readings else {})}
         for name, cfg in sorted(settings.sources.items())
+        if scope.sees(request, name)
     }
     closed = {"state": "closed", "failures": 0, "retry_at": None}
     body["handlers"] = {

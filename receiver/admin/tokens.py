@@ -1,8 +1,9 @@
-"""Who is calling: the named tokens and their roles, and the client's address.
+"""Who is calling: the named tokens, their roles and the sources they are limited to, and the
+client's address.
 
 Every presented secret is compared with every configured one, each in constant time and none
 skipped, so neither the answer's timing nor its length tells which token (or how many) came
-close. ``server.admin_token`` is one ``admin`` token named ``admin``.
+close. ``server.admin_token`` is one ``admin`` token named ``admin``, of every source.
 """
 
 from __future__ import annotations
@@ -45,13 +46,19 @@ class Role(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """A token that matched: its name and role (never its secret)."""
+    """A token that matched: its name, role and sources (never its secret)."""
 
     name: str
     role: Role
+    sources: tuple[str, ...] | None = None
+    """The only sources whose jobs it sees and acts on; None: every source."""
 
     def may(self, needed: Role) -> bool:
         return self.role >= needed
+
+    def sees(self, source: str) -> bool:
+        """Whether the token may see (and, as its role allows, act on) ``source``'s jobs."""
+        return self.sources is None or source in self.sources
 
 
 def _digest(value: str) -> bytes:
@@ -73,7 +80,9 @@ class Keyring:
         tokens: list[tuple[Principal, Sequence[Secret]]] = []
         if server.admin_token is not None:
             tokens.append((Principal("admin", Role.ADMIN), (server.admin_token,)))
-        tokens.extend((Principal(t.name, Role.named(t.role)), t.secrets) for t in server.tokens)
+        tokens.extend(
+            (Principal(t.name, Role.named(t.role), t.sources), t.secrets) for t in server.tokens
+        )
         return cls(tokens)
 
     def __bool__(self) -> bool:
@@ -89,7 +98,8 @@ class Keyring:
         return found
 
     def principal(self, name: str) -> Principal | None:
-        """The token named ``name`` as configured now (a reload may have changed its role)."""
+        """The token named ``name`` as configured now (a reload may have changed its role or
+        its sources)."""
         return self._by_name.get(name)
 
     def secrets_of(self, name: str) -> tuple[Secret, ...]:

@@ -148,9 +148,13 @@ def dispatch_doc(row: DispatchRow) -> dict[str, Any]:
     }
 
 
-async def job_detail(store: Store, source: str, job_id: str) -> dict[str, Any] | None:
-    """``GET /jobs/{source}/{job_id}``: the job, its deliveries, completion and dispatches."""
-    found = await store.list_jobs(JobFilter(source=source, job_id=job_id), limit=1)
+async def job_detail(
+    store: Store, source: str, job_id: str, sources: Sequence[str] | None = None
+) -> dict[str, Any] | None:
+    """``GET /jobs/{source}/{job_id}``: the job, its deliveries, completion and dispatches;
+    None when it is unknown, or (``sources``: a limited token's) of another source."""
+    only = tuple(sources) if sources is not None else None
+    found = await store.list_jobs(JobFilter(source=source, job_id=job_id, sources=only), limit=1)
     if not found:
         return None
     completion = await store.completion_for(source, job_id)
@@ -175,11 +179,19 @@ def reprocess_doc(link: ReprocessRow, job_id: str | None) -> dict[str, Any]:
 
 
 async def full_stats(
-    store: Store, period: str, since: float, thresholds: Mapping[str, float]
+    store: Store,
+    period: str,
+    since: float,
+    thresholds: Mapping[str, float],
+    sources: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """``GET /jobs/stats`` read from ``store``; ``thresholds`` are the sources' confidence_alert."""
-    stats = await store.job_stats(since)
-    confidence = await store.field_stats(since, thresholds, DEFAULT_CONFIDENCE_ALERT)
+    """``GET /jobs/stats`` read from ``store``; ``thresholds`` are the sources' confidence_alert.
+    With ``sources`` (a limited token's) the counts are of their jobs only; the handlers'
+    circuits are the service's, whichever jobs tripped them."""
+    stats = await store.job_stats(since, sources=sources)
+    confidence = await store.field_stats(
+        since, thresholds, DEFAULT_CONFIDENCE_ALERT, sources=sources
+    )
     return stats_doc(period, since, stats, await store.circuits(), confidence)
 
 

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Coroutine, Iterator
 
 T = TypeVar("T")
+_ONE_OF = "one of the service's tokens (a secret of [[server.tokens]], or server.admin_token)"
+_NO_ADMIN_API = calls.NO_ADMIN_API
 
 Filters = dict[str, Any]
 """Filter options as text: source, state, created_after, created_before, min_confidence,
@@ -74,19 +76,21 @@ class ServiceClient:
         if isinstance(exc, TransportError):
             return ClientError(f"cannot reach {self.url} ({exc.reason}); {self._unreachable_hint}")
         if isinstance(exc, Unauthorized) and not self._token_given:
-            return ClientError("no admin token given; pass --token or set JOBHOOK_ADMIN_TOKEN to "
-                               "the service's server.admin_token")  # fmt: skip
+            return ClientError(
+                f"no token given; pass --token or set JOBHOOK_ADMIN_TOKEN to {_ONE_OF}"
+            )
         if isinstance(exc, Unauthorized):
             return ClientError(
-                "the service refused the admin token; pass the service's server.admin_token "
-                "with --token or JOBHOOK_ADMIN_TOKEN"
+                f"the service refused the token; pass {_ONE_OF} with --token or JOBHOOK_ADMIN_TOKEN"
             )
+        if isinstance(exc, Forbidden) and not exc.needs:  # its role may, not for that source
+            return ClientError(exc.message)
         if isinstance(exc, Forbidden):
             return ClientError(
                 f"{exc.message}; use a token whose role is {exc.needs or 'higher'} or above"
             )
         if isinstance(exc, NotFound) and not exc.code:
-            return ClientError("no admin API there: wrong --url, or server.admin_token is not set")
+            return ClientError(f"no admin API there: wrong --url, or {_NO_ADMIN_API}")
         if isinstance(exc, ApiError):
             return ClientError(
                 f"{exc.message} ({exc.status})", 2 if exc.status in (400, 413) else 4

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_VARIABLE = "JOBHOOK_URL"
 TOKEN_VARIABLE = "JOBHOOK_ADMIN_TOKEN"  # noqa: S105 - the variable's name
+NO_ADMIN_API = "the service has no token ([[server.tokens]] or server.admin_token)"
+"""Why a service answers a bare 404 for the admin API: it mounts it only with a token."""
 LONG_POLL_SECONDS = 30.0
 """One ``/wait`` request's timeout; the service allows at most 300."""
 MAX_LONG_POLL_SECONDS = 300.0
@@ -256,8 +258,7 @@ def error_for(
         needs = str(doc.get("needs") or "") if isinstance(doc, dict) else ""
         return Forbidden(status, code or "forbidden", message or reason, needs=needs)
     if status == 404 and not code:
-        return NotFound(status, "", "no admin API there: a wrong URL, or server.admin_token "
-                                    "is not set")  # fmt: skip
+        return NotFound(status, "", f"no admin API there: a wrong URL, or {NO_ADMIN_API}")
     kind: type[ApiError] = ApiError
     if status in (400, 413, 422):
         kind = BadRequest

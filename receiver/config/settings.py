@@ -23,7 +23,12 @@ from receiver.config.base import SecretValue as SecretValue  # re-exported: hand
 from receiver.config.base import _Section
 from receiver.config.sources import PollSettings as PollSettings  # re-exported, as before
 from receiver.config.sources import SourceSettings as SourceSettings
-from receiver.config.tokens import TokenSettings, check_tokens, parse_networks
+from receiver.config.tokens import (
+    TokenSettings,
+    check_token_sources,
+    check_tokens,
+    parse_networks,
+)
 from receiver.config.tracing import TracingSettings
 from receiver.models import State
 from receiver.signatures.svix import check_svix_secret as check_svix_secret  # its old home
@@ -43,7 +48,8 @@ class ServerSettings(_Section):
     admin_token: SecretValue | None = None
     """One ``admin`` token named ``admin``, beside any ``[[server.tokens]]``."""
     tokens: tuple[TokenSettings, ...] = ()
-    """``[[server.tokens]]``: named tokens, each with a role (read, track, operate, admin)."""
+    """``[[server.tokens]]``: named tokens, each with a role (read, track, operate, admin) and
+    optionally the ``sources`` it is limited to."""
     trusted_proxies: tuple[str, ...] = ()
     """Addresses or networks of proxies whose ``X-Forwarded-For`` names the client (for the
     audit trail and the login throttle); from any other peer the header is ignored."""
@@ -285,6 +291,11 @@ class Settings(_Section):
                         f"{', '.join(sorted(sources)) or 'none'}"
                     )
         return handlers
+
+    @model_validator(mode="after")
+    def _token_sources(self) -> Settings:
+        check_token_sources(self.server.tokens, self.sources)
+        return self
 
     @model_validator(mode="after")
     def _derive_paths(self) -> Settings:

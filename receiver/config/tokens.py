@@ -4,18 +4,22 @@ who the client is.
 Roles are ordered: each may do what the one before it may, and more. ``read`` sees jobs,
 events, stats, exports and the console; ``track`` also registers jobs (what a pipeline needs);
 ``operate`` also replays; ``admin`` also reprocesses at the provider (which costs money) and
-reads the audit trail.
+reads the audit trail. ``sources`` limits a token to some sources' jobs, whatever its role: a
+pipeline's token need not see, or register, another team's.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
 from receiver.config.base import SecretValue, _Section
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 ROLES = ("read", "track", "operate", "admin")
 Role = Literal["read", "track", "operate", "admin"]
@@ -24,11 +28,13 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class TokenSettings(_Section):
-    """One named token: its secrets (several while it is rotated) and its role."""
+    """One named token: its secrets (several while it is rotated), its role, and the sources
+    whose jobs it may see and act on (None: every source)."""
 
     name: str
     secrets: tuple[SecretValue, ...] = Field(min_length=1, max_length=8)
     role: Role
+    sources: tuple[str, ...] | None = None
 
     @field_validator("name")
     @classmethod
@@ -36,6 +42,18 @@ class TokenSettings(_Section):
         if not _TOKEN_NAME.match(name):
             raise ValueError("must be 1-64 lowercase letters, digits, '_' or '-'")
         return name
+
+    @field_validator("sources")
+    @classmethod
+    def _some_sources(cls, sources: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if sources is not None and not sources:
+            # An empty list would be a token that sees nothing: surely a mistake, and one
+            # that "every source" (leaving the key out) must not be mistaken for.
+            raise ValueError(
+                "names no source; list the sources the token may use, or leave sources out "
+                "for a token of every source"
+            )
+        return None if sources is None else tuple(dict.fromkeys(sources))
 
 
 def check_tokens(tokens: tuple[TokenSettings, ...], admin_token: object) -> None:
@@ -55,6 +73,18 @@ def check_tokens(tokens: tuple[TokenSettings, ...], admin_token: object) -> None
                     "token its own secrets"
                 )
             seen.append(secret)
+
+
+def check_token_sources(tokens: tuple[TokenSettings, ...], configured: Collection[str]) -> None:
+    """Every source a token is limited to is configured: a misspelt one would leave the token
+    without the jobs it was meant for, silently."""
+    for number, token in enumerate(tokens, 1):
+        for source in token.sources or ():
+            if source not in configured:
+                raise ValueError(
+                    f"server.tokens #{number} ({token.name!r}).sources names unknown source "
+                    f"{source!r}; known: {', '.join(sorted(configured)) or 'none'}"
+                )
 
 
 def parse_networks(values: tuple[str, ...]) -> tuple[Network, ...]:

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from starlette.responses import PlainTextResponse
 
-from receiver.admin import audit
+from receiver.admin import audit, scope
 from receiver.admin.tokens import Role
 from receiver.console import web
 from receiver.store.audit import AuditFilter
@@ -30,7 +30,7 @@ async def audit_page(request: Request) -> Response:
     token, action = q.get("token", "").strip(), q.get("action", "").strip()
     cursor = q.get("cursor", "")
     after_id = int(cursor) if cursor.isdigit() and len(cursor) < 20 else None
-    f = AuditFilter(token=token or None, action=action or None)
+    f = AuditFilter(token=token or None, action=action or None, sources=scope.sources_of(request))
     rows = await request.app.state.store.audit_rows(f, after_id=after_id, limit=PAGE_SIZE)
     older = None
     if len(rows) == PAGE_SIZE:

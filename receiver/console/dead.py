@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import structlog
 from starlette.responses import PlainTextResponse, RedirectResponse
 
-from receiver.admin import audit, bulk
+from receiver.admin import audit, bulk, scope
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
 from receiver.admin.tokens import Role
@@ -36,9 +36,12 @@ def _selection(values: dict[str, str]) -> tuple[str | None, str | None]:
     return handler, code
 
 
-def replay_filter(handler: str | None, code: str | None) -> ReplayFilter:
-    """The bulk replay's filter: dead dispatches of ``handler`` in jobs failing with ``code``."""
-    jobs = JobFilter(error_code=None if code in (None, UNKNOWN) else code)
+def replay_filter(
+    handler: str | None, code: str | None, sources: tuple[str, ...] | None = None
+) -> ReplayFilter:
+    """The bulk replay's filter: dead dispatches of ``handler`` in jobs failing with ``code``
+    (of ``sources`` only, when the token is limited to them)."""
+    jobs = JobFilter(error_code=None if code in (None, UNKNOWN) else code, sources=sources)
     return ReplayFilter(jobs, "dead", handler, None)
 
 
@@ -49,11 +52,12 @@ async def dead(request: Request) -> Response:
         handler, code = _selection(dict(request.query_params))
     except RejectedError as exc:
         return PlainTextResponse(exc.detail, status_code=400)
+    sources = scope.sources_of(request)
     return web.render(
         request,
         "dead.html",
-        groups=await store.dead_groups(),
-        rows=await store.dead_list(handler, code, LIST_SIZE),
+        groups=await store.dead_groups(sources=sources),
+        rows=await store.dead_list(handler, code, LIST_SIZE, sources=sources),
         handler=handler or "",
         code=code or "",
         confirm=None,
@@ -71,20 +75,22 @@ async def replay(request: Request) -> Response:
     except RejectedError as exc:
         return PlainTextResponse(exc.detail, status_code=400)
     store = jobroutes.store_of(request)
-    f = replay_filter(handler, code)
+    sources = scope.sources_of(request)
+    f = replay_filter(handler, code, sources)
     if form.get("confirm") != "yes":
         return web.render(
             request,
             "dead.html",
-            groups=await store.dead_groups(),
-            rows=await store.dead_list(handler, code, LIST_SIZE),
+            groups=await store.dead_groups(sources=sources),
+            rows=await store.dead_list(handler, code, LIST_SIZE, sources=sources),
             handler=handler or "",
             code=code or "",
             confirm=await store.count_replayable(f),
             held=await circuits.holding(store),
         )
     # Before the replay: the handlers whose dead deliveries it may requeue.
-    replayed = {g.handler for g in await store.dead_groups() if handler in (None, g.handler)}
+    groups = await store.dead_groups(sources=sources)
+    replayed = {g.handler for g in groups if handler in (None, g.handler)}
     requeued, _ = await bulk.requeue(store, f)
     audit.touched(request, requeued)
     probe = None

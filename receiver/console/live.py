@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from receiver.admin import jobs as jobroutes
-from receiver.admin import sse
+from receiver.admin import scope, sse
 from receiver.console import web
 
 if TYPE_CHECKING:
@@ -23,7 +23,8 @@ RECENT = 20
 async def live(request: Request) -> Response:
     store = jobroutes.store_of(request)
     last = await store.last_completion_id()
-    recent = await store.completions_after(max(0, last - RECENT), RECENT)
+    sources = scope.sources_of(request)
+    recent = await store.completions_after(max(0, last - RECENT), RECENT, sources=sources)
     return web.render(request, "live.html", completions=recent[::-1], last_id=last)
 
 

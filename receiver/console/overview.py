@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
+from receiver.admin import scope
 from receiver.admin import views as jobviews
 from receiver.console import charts, circuits, web
 from receiver.errors import RejectedError
@@ -33,21 +34,30 @@ async def overview(request: Request) -> Response:
     store = jobroutes.store_of(request)
     now = time.time()
     since = now - seconds
-    sources = request.app.state.settings.sources
-    thresholds = {name: cfg.confidence_alert for name, cfg in sources.items()}
-    stats = await jobviews.full_stats(store, period, since, thresholds)
+    configured = request.app.state.settings.sources
+    thresholds = {name: cfg.confidence_alert for name, cfg in configured.items()}
+    sources = scope.sources_of(request)
+    stats = await jobviews.full_stats(store, period, since, thresholds, sources)
     width = BUCKETS[period]
     start = since - since % width
-    outcomes = await store.outcomes_over_time(start, width)
-    errors = await store.errors_over_time(start, width)
+    outcomes = await store.outcomes_over_time(start, width, sources=sources)
+    errors = await store.errors_over_time(start, width, sources=sources)
     runtime = request.app.state.runtime
     drain = getattr(runtime, "drain", None)
     budgets = (
-        {name: d.as_json() for name, d in sorted(drain.status.items())}
+        {name: d.as_json() for name, d in sorted(drain.status.items()) if scope.sees(request, name)}
         if drain is not None and drain.status
         else {}
     )
+    confirmations = await store.confirmations_due()
     fields = weak_fields(stats.get("fields") or [])
+    # The backlog is every source's work: a limited token sees its own dead letters only.
+    backlog = await store.backlog() if sources is None else None
+    dead = (
+        backlog.dead
+        if backlog is not None
+        else sum(g.count for g in await store.dead_groups(sources=sources))
+    )
     return web.render(
         request,
         "overview.html",
@@ -63,8 +73,9 @@ async def overview(request: Request) -> Response:
             charts.latency(outcomes, since, now, width),
             charts.errors(errors, since, now, width),
         ],
-        backlog=await store.backlog(),
-        confirmations=await store.confirmations_due(),
+        backlog=backlog,
+        dead=dead,
+        confirmations={k: n for k, n in confirmations.items() if scope.sees(request, k)},
         budgets=budgets,
         held=await circuits.holding(store),
         seconds_text=charts.seconds_text,

@@ -14,7 +14,7 @@ from urllib.parse import quote, urlencode
 import structlog
 from starlette.responses import PlainTextResponse, RedirectResponse
 
-from receiver.admin import audit
+from receiver.admin import audit, scope
 from receiver.admin import jobs as jobroutes
 from receiver.admin import query as jobquery
 from receiver.admin import views as jobviews
@@ -66,7 +66,7 @@ async def jobs(request: Request) -> Response:
         jobs=page["jobs"],
         error=error,
         values=values,
-        sources=sorted(request.app.state.sources),
+        sources=scope.visible(request, sorted(request.app.state.sources)),
         states=[s.value for s in State],
         older=older,
         newest=newest if q.get("cursor") else None,
@@ -95,7 +95,7 @@ async def _job_page(
     request: Request, source: str, job_id: str, problem: str | None = None, status: int = 200
 ) -> Response:
     store = jobroutes.store_of(request)
-    detail = await jobviews.job_detail(store, source, job_id)
+    detail = await jobviews.job_detail(store, source, job_id, scope.sources_of(request))
     if detail is None:
         return web.render(request, "missing.html", status_code=404, source=source, job_id=job_id)
     row = await store.get_job(source, job_id)
@@ -142,13 +142,14 @@ async def replay(request: Request) -> Response:
         return PlainTextResponse("the form's CSRF token is missing or wrong", status_code=403)
     source, job_id = request.path_params["source"], request.path_params["job_id"]
     store = jobroutes.store_of(request)
-    if await store.get_job(source, job_id) is None:
+    if not scope.sees(request, source) or await store.get_job(source, job_id) is None:
         return PlainTextResponse("no such job", status_code=404)
     handler = form.get("handler") or None
     count = await store.replay(
-        source=source, job_id=job_id, handler=handler, include_succeeded=True
-    )
-    audit.touched(request, count)
+        source=source, job_id=job_id, handler=handler, include_succeeded=True,
+        audit=audit.pending(request),
+    )  # fmt: skip
+    audit.recorded(request)
     dispatcher = request.app.state.runtime.dispatcher
     if count:
         dispatcher.wake()

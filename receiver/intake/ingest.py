@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from receiver.config.settings import HandlerSettings, PollSettings
     from receiver.models import Event, IngestResult
     from receiver.store import Engine
+    from receiver.store.audit import AuditEntry
 
 
 class Ingestor:
@@ -44,8 +45,9 @@ class Ingestor:
     def handlers_for(self, source: str, event: Event) -> list[str]:
         return [h.name for h in self._handlers if h.matches(source, event.state)]
 
-    async def ingest(self, event: Event) -> IngestResult:
-        """Store ``event`` durably; a duplicate message id changes nothing but dead dispatches."""
+    async def ingest(self, event: Event, audit: AuditEntry | None = None) -> IngestResult:
+        """Store ``event`` durably; a duplicate message id changes nothing but dead dispatches.
+        ``audit`` (an admin call's row) is written in the same transaction."""
         # A source with a job API confirms (and fetches) first; news carrying its result does too.
         resolve = event.source in self._resolving or event.result is not None
         handlers = self.handlers_for(event.source, event)
@@ -54,7 +56,7 @@ class Ingestor:
             # News pushes the next poll back: the poller asks only when news stops coming.
             at = poll.first_poll_at(event.expected_pages, self._clock())
             event = dataclasses.replace(event, poll_at=at)
-        result = await self._store.ingest(event, handlers, resolve=resolve)
+        result = await self._store.ingest(event, handlers, resolve=resolve, audit=audit)
         if (result.completed and (handlers or resolve)) or result.requeued:
             self._wake()  # only when there is work: a completion with nothing to do needs none
         if result.completed and not resolve and self._on_finished is not None:

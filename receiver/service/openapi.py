@@ -56,7 +56,9 @@ _FORBIDDEN = _json(
     {"type": "object", "properties": {"error": {"type": "string", "enum": ["forbidden"]},
      "needs": {"type": "string", "enum": ["read", "track", "operate", "admin"]},
      "role": {"type": "string"}, "detail": {"type": "string"}}},
-    "the token's role is below the one this route needs (named in needs)")  # fmt: skip
+    "the token's role is below the one this route needs (named in needs), or the call names "
+    "a source the token is not limited to (no needs; detail names the sources it may use)",
+)  # fmt: skip
 _STATES = [s.value for s in State]
 _FILTERS = [
     _query("source", {"type": "string"}, "only this source"),
@@ -290,6 +292,13 @@ OPERATIONS: dict[tuple[str, str], Json] = {
 # fmt: on
 
 
+_LIMITED = (
+    "A token limited to some sources (`sources` on its `[[server.tokens]]` entry) sees and "
+    "acts on their jobs only: lists, stats, exports and events hold only theirs, another "
+    "source's job answers 404 as a missing one, and a call naming another source gets 403."
+)
+
+
 def mounted(routes: Sequence[BaseRoute]) -> set[tuple[str, str]]:
     """(path, method) of every route, HEAD left out (Starlette adds it to each GET)."""
     return {
@@ -312,7 +321,7 @@ def openapi_document(routes: Sequence[BaseRoute]) -> Json:
             if role is not None:
                 operation = {
                     **operation,
-                    "description": f"Needs a token with the `{role}` role or above.",
+                    "description": f"Needs a token with the `{role}` role or above. {_LIMITED}",
                     "x-jobhook-role": role,
                     "responses": {**operation["responses"], "403": _FORBIDDEN},
                 }

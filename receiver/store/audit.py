@@ -1,15 +1,19 @@
 """The audit trail: one row per admin call that changes something, and refused attempts
 counted per client address, reason and hour.
 
-An action's row is written before its effect (``outcome = 'started'``) and finished after it
-with the outcome and how many jobs it touched, so a row exists for every effect that stands,
-even when the effect spans many transactions or leaves the machine. A refusal is an upsert on
-its aggregation key: a flood of them from one address adds to one row's ``attempts`` instead
-of adding rows. Both backends run these statements (PostgreSQL after ``numbered``).
+An effect that is one store transaction (tracking a job, replaying one job's deliveries) writes
+its row, finished (``done``), in that same transaction: the effect cannot stand without it. A
+call that fails before or during its effect gets its row written whole afterwards, with that
+outcome. An effect that spans many transactions or leaves the machine (bulk replay, reprocess)
+has its row written before it (``outcome = 'started'``) and finished after it with the outcome
+and how many jobs it touched. A refusal is an upsert on its aggregation key: a flood of them
+from one address adds to one row's ``attempts`` instead of adding rows. Both backends run these
+statements (PostgreSQL after ``numbered``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +30,8 @@ COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """What an admin call is, as it starts (or as it is refused)."""
+    """What an admin call is, as it starts (or as it is refused), or as it ended when it is
+    written whole (``outcome`` and ``jobs`` then say how)."""
 
     at: float
     token: str
@@ -38,6 +43,13 @@ class AuditEntry:
     source: str | None = None
     job_id: str | None = None
     ref: str | None = None
+    outcome: str = "started"
+    jobs: int | None = None
+
+
+def done(entry: AuditEntry, jobs: int) -> AuditEntry:
+    """``entry`` as its effect's transaction writes it: ``ok``, having touched ``jobs``."""
+    return dataclasses.replace(entry, outcome="ok", jobs=jobs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +90,13 @@ class AuditFilter:
     action: str | None = None
     after: float | None = None
     before: float | None = None
+    sources: tuple[str, ...] | None = None
+    """Only rows that name a job of these sources (a token limited to them reads these)."""
 
 
 INSERT = """INSERT INTO audit (at, last_at, token, role, action, target, source, job_id,
-    outcome, ref, request_id, client)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'started', ?, ?, ?)
+    outcome, jobs, ref, request_id, client)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id"""
 FINISH = """UPDATE audit SET outcome = ?, jobs = ?, ref = COALESCE(?, ref), last_at = ?
 WHERE id = ?"""
@@ -100,7 +114,8 @@ PURGE = """DELETE FROM audit WHERE id IN (
 
 def insert_params(entry: AuditEntry) -> tuple[Any, ...]:
     return (entry.at, entry.at, entry.token, entry.role, entry.action, entry.target,
-            entry.source, entry.job_id, entry.ref, entry.request_id, entry.client)  # fmt: skip
+            entry.source, entry.job_id, entry.outcome, entry.jobs, entry.ref, entry.request_id,
+            entry.client)  # fmt: skip
 
 
 def finish_params(
@@ -131,6 +146,9 @@ def list_query(f: AuditFilter, after_id: int | None, limit: int) -> tuple[str, l
         if value is not None:
             clauses.append(clause)
             params.append(value)
+    if f.sources is not None:
+        clauses.append(f"source IN ({','.join('?' * len(f.sources))})" if f.sources else "1 = 0")
+        params += f.sources
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     return f"SELECT {COLUMNS} FROM audit {where} ORDER BY id DESC LIMIT ?", [*params, limit]  # noqa: S608
 

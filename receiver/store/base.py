@@ -63,9 +63,15 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     async def ingest(
-        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
+        self,
+        event: Event,
+        handlers: Sequence[str],
+        *,
+        resolve: bool = True,
+        audit: AuditEntry | None = None,
     ) -> IngestResult:
-        """Record an event in one transaction.
+        """Record an event in one transaction (with ``audit``, an admin call's, its audit row
+        finished, ``audit.done``, in the same transaction).
 
         The delivery (unique per source and message id), the job's state (forward-only) and,
         when the job newly becomes terminal, its completion plus one dispatch per handler
@@ -168,8 +174,10 @@ class Engine(abc.ABC):
         handler: str | None = None,
         since: float | None = None,
         include_succeeded: bool = False,
+        audit: AuditEntry | None = None,
     ) -> int:
-        """Queue dead (or, with include_succeeded, also finished) dispatches again."""
+        """Queue dead (or, with include_succeeded, also finished) dispatches again, in one
+        transaction (with ``audit``, the call's audit row, finished, in it)."""
 
     @abc.abstractmethod
     async def count_replayable(self, f: ReplayFilter) -> int:
@@ -254,7 +262,8 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     async def audit_start(self, entry: AuditEntry) -> int:
-        """Record an admin action before its effect (outcome ``started``); its row's id."""
+        """Record an admin action before its effect (outcome ``started``), or one that ended
+        without its effect's transaction recording it (its outcome); its row's id."""
 
     @abc.abstractmethod
     async def audit_finish(
@@ -297,8 +306,9 @@ class Reads(abc.ABC):
         """A job's completion, or None while it is not terminal."""
 
     @abc.abstractmethod
-    async def job_stats(self, since: float) -> JobStats:
-        """Totals, states, sources, durations and handler failures of jobs created since."""
+    async def job_stats(self, since: float, *, sources: Sequence[str] | None = None) -> JobStats:
+        """Totals, states, sources, durations and handler failures of jobs created since (of
+        ``sources`` only, when given: a token limited to them; likewise below)."""
 
     @abc.abstractmethod
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
@@ -306,13 +316,20 @@ class Reads(abc.ABC):
 
     @abc.abstractmethod
     async def field_stats(
-        self, since: float, thresholds: Mapping[str, float], default: float
+        self,
+        since: float,
+        thresholds: Mapping[str, float],
+        default: float,
+        *,
+        sources: Sequence[str] | None = None,
     ) -> FieldStats:
         """Per (source, field) confidence figures of jobs created since; ``thresholds`` by
         source (``default`` for the others) decide what counts as ``below``."""
 
     @abc.abstractmethod
-    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
+    async def completions_after(
+        self, after_id: int, limit: int, *, sources: Sequence[str] | None = None
+    ) -> list[CompletionRow]:
         """Completions with an id above ``after_id``, in id order (the event stream)."""
 
     @abc.abstractmethod
@@ -329,22 +346,33 @@ class Reads(abc.ABC):
         with none are left out), oldest first."""
 
     @abc.abstractmethod
-    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
+    async def outcomes_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[OutcomeBucket]:
         """Jobs that became terminal since ``since`` per bucket of ``width`` seconds: how many
         succeeded and failed, p50 and p95 seconds from known to terminal; empty buckets left
         out, oldest first."""
 
     @abc.abstractmethod
-    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
+    async def errors_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[ErrorBucket]:
         """Failed jobs (by their failure code) and failed handler attempts (by theirs, else
         ``unknown``) since ``since``, per bucket of ``width`` seconds and code, oldest first."""
 
     @abc.abstractmethod
-    async def dead_groups(self) -> list[DeadGroup]:
+    async def dead_groups(self, *, sources: Sequence[str] | None = None) -> list[DeadGroup]:
         """Dead dispatches counted by handler and error code, most first."""
 
     @abc.abstractmethod
-    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
+    async def dead_list(
+        self,
+        handler: str | None,
+        code: str | None,
+        limit: int,
+        *,
+        sources: Sequence[str] | None = None,
+    ) -> list[DeadRow]:
         """Up to ``limit`` dead dispatches (of ``handler``, with ``code``, when given), newest
         first."""
 

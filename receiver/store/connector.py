@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Mapping, Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.audit import AuditEntry
 
 T = TypeVar("T")
 Want = Literal["none", "count", "rows", "row", "value", "many"]
@@ -150,5 +151,8 @@ class Connector(abc.ABC):
         ``program`` is a module-level generator function of picklable arguments."""
 
     @abc.abstractmethod
-    async def ingest(self, event: Event, handlers: Sequence[str], resolve: bool) -> IngestResult:
-        """Store one webhook's event through the backend's own commit path (``Engine.ingest``)."""
+    async def ingest(
+        self, event: Event, handlers: Sequence[str], resolve: bool, audit: AuditEntry | None
+    ) -> IngestResult:
+        """Store one webhook's event through the backend's own commit path (``Engine.ingest``;
+        with ``audit``, an admin call's, its finished audit row in the same transaction)."""

@@ -59,10 +59,8 @@ class SQLEngine(Store):
         self._read = connector.read
         self._execute = connector.execute
         self._write = connector.write
-        bucket = connector.dialect.bucket
+        self._bucket = bucket = connector.dialect.bucket
         self._completed_over_time = history.completed_over_time(bucket)
-        self._outcomes_over_time = history.outcomes_over_time(bucket)
-        self._errors_over_time = history.errors_over_time(bucket)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.connector!r})"
@@ -82,9 +80,10 @@ class SQLEngine(Store):
     # The pipeline's writes
 
     async def ingest(
-        self, event: Event, handlers: Sequence[str], *, resolve: bool = True
-    ) -> IngestResult:
-        return await self.connector.ingest(event, handlers, resolve)
+        self, event: Event, handlers: Sequence[str], *, resolve: bool = True,
+        audit: AuditEntry | None = None,
+    ) -> IngestResult:  # fmt: skip
+        return await self.connector.ingest(event, handlers, resolve, audit)
 
     async def claim_completions(
         self, owner: str, limit: int, lease_seconds: float, now: float
@@ -154,9 +153,12 @@ class SQLEngine(Store):
         handler: str | None = None,
         since: float | None = None,
         include_succeeded: bool = False,
+        audit: AuditEntry | None = None,
     ) -> int:
         query, params = sql.replay_query(source, job_id, handler, since, include_succeeded)
-        return await self._execute(query, params)
+        if audit is None:
+            return await self._execute(query, params)
+        return await self._write(programs.changed_audited, query, params, audit)
 
     async def replay_chunk(
         self, f: ReplayFilter, after_id: int, limit: int, now: float
@@ -282,20 +284,24 @@ class SQLEngine(Store):
         rows = await self._read(sql.SELECT_COMPLETION_FOR, (source, job_id))
         return codec.completion_row(rows[0]) if rows else None
 
-    async def job_stats(self, since: float) -> JobStats:
-        return await queries.job_stats(self._read, since)
+    async def job_stats(self, since: float, *, sources: Sequence[str] | None = None) -> JobStats:
+        return await queries.job_stats(self._read, since, sources)
 
     async def field_names(self, where: JobFilter, limit: int) -> list[str]:
         query, params = queries.field_names_query(where, limit)
         return [str(r[0]) for r in await self._read(query, params)]
 
     async def field_stats(
-        self, since: float, thresholds: Mapping[str, float], default: float
-    ) -> FieldStats:
-        return await fields.field_stats(self._read, since, thresholds, default)
+        self, since: float, thresholds: Mapping[str, float], default: float, *,
+        sources: Sequence[str] | None = None,
+    ) -> FieldStats:  # fmt: skip
+        return await fields.field_stats(self._read, since, thresholds, default, sources)
 
-    async def completions_after(self, after_id: int, limit: int) -> list[CompletionRow]:
-        rows = await self._read(queries.COMPLETIONS_AFTER, (after_id, limit), in_commit_order=True)
+    async def completions_after(
+        self, after_id: int, limit: int, *, sources: Sequence[str] | None = None
+    ) -> list[CompletionRow]:
+        query, params = queries.completions_after_query(after_id, limit, sources)
+        rows = await self._read(query, params, in_commit_order=True)
         return [codec.completion_row(r) for r in rows]
 
     async def last_completion_id(self) -> int:
@@ -309,19 +315,28 @@ class SQLEngine(Store):
         rows = await self._read(self._completed_over_time, (width, since))
         return [TimeBucket(r[0] * width, r[1], r[2], r[3]) for r in rows]
 
-    async def outcomes_over_time(self, since: float, width: float) -> list[OutcomeBucket]:
-        rows = await self._read(self._outcomes_over_time, (width, since))
+    async def outcomes_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[OutcomeBucket]:
+        query = history.outcomes_over_time(self._bucket, sources)
+        rows = await self._read(query, history.over_time_params(width, since, sources))
         return [history.outcome_bucket(r, width) for r in rows]
 
-    async def errors_over_time(self, since: float, width: float) -> list[ErrorBucket]:
-        rows = await self._read(self._errors_over_time, (width, since, width, since))
+    async def errors_over_time(
+        self, since: float, width: float, *, sources: Sequence[str] | None = None
+    ) -> list[ErrorBucket]:
+        query = history.errors_over_time(self._bucket, sources)
+        rows = await self._read(query, history.over_time_params(width, since, sources, 2))
         return [ErrorBucket(r[0] * width, r[1], r[2]) for r in rows]
 
-    async def dead_groups(self) -> list[DeadGroup]:
-        return [DeadGroup(*r) for r in await self._read(history.DEAD_GROUPS)]
+    async def dead_groups(self, *, sources: Sequence[str] | None = None) -> list[DeadGroup]:
+        return [DeadGroup(*r) for r in await self._read(*history.dead_groups_query(sources))]
 
-    async def dead_list(self, handler: str | None, code: str | None, limit: int) -> list[DeadRow]:
-        rows = await self._read(history.DEAD_LIST, history.dead_params(handler, code, limit))
+    async def dead_list(
+        self, handler: str | None, code: str | None, limit: int, *,
+        sources: Sequence[str] | None = None,
+    ) -> list[DeadRow]:  # fmt: skip
+        rows = await self._read(*history.dead_list_query(handler, code, limit, sources))
         return [DeadRow(*r) for r in rows]
 
     async def backlog(self) -> Backlog:

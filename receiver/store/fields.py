@@ -11,6 +11,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
+from receiver.store import sql
 from receiver.store.rows import FieldStat, FieldStats, FieldValue
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ DELETE_FIELDS = "DELETE FROM job_fields WHERE completion_id = ?"
 AVG_CONFIDENCE = """
 SELECT avg(c.confidence) FROM jobs j
 JOIN completions c ON c.job = j.id
-WHERE j.created_at >= ? AND c.confidence IS NOT NULL
+WHERE j.created_at >= ? AND c.confidence IS NOT NULL {only}
 """
 
 # One pass over the period's rows (the covering index job_fields_created), grouped by value
@@ -47,7 +48,7 @@ WHERE j.created_at >= ? AND c.confidence IS NOT NULL
 _FIELD_STATS = """
 SELECT source, field, round(confidence * 10000) AS v, count(*), sum(confidence),
        sum(CASE WHEN confidence < {threshold} THEN 1 ELSE 0 END), {threshold}
-FROM job_fields WHERE created_at >= ? AND confidence IS NOT NULL
+FROM job_fields WHERE created_at >= ? AND confidence IS NOT NULL {only}
 GROUP BY source, field, v ORDER BY source, field, v
 """
 SCALE = 10_000.0
@@ -72,9 +73,13 @@ def insert_rows(completion_id: int, fields: Sequence[FieldValue]) -> list[tuple[
 
 
 def field_stats_query(
-    since: float, thresholds: Mapping[str, float], default: float
+    since: float,
+    thresholds: Mapping[str, float],
+    default: float,
+    sources: Sequence[str] | None = None,
 ) -> tuple[str, list[Any]]:
-    """The stats SELECT with each source's threshold as a CASE over ``source``."""
+    """The stats SELECT with each source's threshold as a CASE over ``source``; of the fields
+    of ``sources``' jobs only, when given."""
     params: list[Any] = []
     case = "CAST(? AS double precision)"
     if thresholds:
@@ -84,8 +89,9 @@ def field_stats_query(
             params += [source, value]
     params.append(default)
     # The CASE appears twice (the comparison, then the answer): its values twice too.
-    query = _FIELD_STATS.format(threshold=case)
-    return query, [*params, *params, since]
+    only, values = sql.in_sources(sources, "source")
+    query = _FIELD_STATS.format(threshold=case, only=only)
+    return query, [*params, *params, since, *values]
 
 
 async def field_stats(
@@ -93,9 +99,11 @@ async def field_stats(
     since: float,
     thresholds: Mapping[str, float],
     default: float,
+    sources: Sequence[str] | None = None,
 ) -> FieldStats:
-    ((avg,),) = await read(AVG_CONFIDENCE, (since,))
-    query, params = field_stats_query(since, thresholds, default)
+    only = sql.in_sources(sources)[1]
+    ((avg,),) = await read(sql.scoped(AVG_CONFIDENCE, sources), (since, *only))
+    query, params = field_stats_query(since, thresholds, default, sources)
     figures = [
         _figures(pair, list(rows)) for pair, rows in groupby(await read(query, params), key=_pair)
     ]

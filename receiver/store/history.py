@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from receiver.store import sql
 from receiver.store.queries import FAILURE_CODE
 from receiver.store.rows import OutcomeBucket
 
@@ -41,7 +42,7 @@ GROUP BY b ORDER BY b
 _OUTCOMES_OVER_TIME = """
 WITH t AS (
     SELECT {bucket} AS b, state, terminal_at - created_at AS s
-    FROM jobs WHERE terminal_at IS NOT NULL AND terminal_at >= ?
+    FROM jobs j WHERE terminal_at IS NOT NULL AND terminal_at >= ? {only}
 ), r AS (
     SELECT b, state, s, row_number() OVER (PARTITION BY b ORDER BY s) AS rn,
            count(*) OVER (PARTITION BY b) AS n
@@ -58,10 +59,10 @@ _ERRORS_OVER_TIME = f"""
 SELECT b, code, count(*) FROM (
     SELECT {{jobs}} AS b, {FAILURE_CODE} AS code
     FROM jobs j LEFT JOIN completions c ON c.job = j.id
-    WHERE j.terminal_at IS NOT NULL AND j.terminal_at >= ?
+    WHERE j.terminal_at IS NOT NULL AND j.terminal_at >= ? {{only}}
     UNION ALL
     SELECT {{attempts}}, coalesce(a.error_code, 'unknown') FROM attempts a
-    WHERE a.ended_at >= ? AND a.outcome <> 'succeeded'
+    WHERE a.ended_at >= ? AND a.outcome <> 'succeeded' {{only_attempts}}
 ) AS e WHERE code IS NOT NULL
 GROUP BY b, code ORDER BY b, code
 """  # noqa: S608
@@ -69,14 +70,14 @@ _DEAD_WHERE = """d.state = 'dead' AND (CAST(? AS TEXT) IS NULL OR d.handler = ?)
   AND (CAST(? AS TEXT) IS NULL OR coalesce(d.error_code, 'unknown') = ?)"""
 DEAD_GROUPS = """
 SELECT d.handler, coalesce(d.error_code, 'unknown'), count(*), max(d.updated_at)
-FROM dispatches d WHERE d.state = 'dead'
+FROM dispatches d WHERE d.state = 'dead' {only}
 GROUP BY d.handler, coalesce(d.error_code, 'unknown') ORDER BY count(*) DESC, d.handler
 """
 DEAD_LIST = f"""
 SELECT c.source, c.job_id, d.handler, d.attempts, d.last_error,
        coalesce(d.error_code, 'unknown'), d.updated_at
 FROM dispatches d JOIN completions c ON c.id = d.completion_id
-WHERE {_DEAD_WHERE}
+WHERE {_DEAD_WHERE} {{only}}
 ORDER BY d.updated_at DESC, d.id DESC LIMIT ?
 """  # noqa: S608
 
@@ -93,8 +94,45 @@ def outcome_bucket(r: Sequence[Any], width: float) -> OutcomeBucket:
     return OutcomeBucket(r[0] * width, r[1], r[2], r[3], r[4], r[5])
 
 
+# A dispatch's (or its attempt's) source is its completion's.
+_DISPATCH_OF = "d.completion_id IN (SELECT id FROM completions WHERE source IN ({marks}))"
+_ATTEMPT_OF = f"""a.dispatch_id IN (SELECT d.id FROM dispatches d
+    WHERE {_DISPATCH_OF})"""  # noqa: S608
+
+
+def _of(condition: str, sources: Sequence[str] | None) -> str:
+    """``condition`` (about ``{marks}``, the sources' placeholders) for the rows of ``sources``
+    only (a token limited to them), as ``sql.in_sources`` puts it; nothing when None."""
+    if sources is None:
+        return ""
+    if not sources:
+        return " AND 1 = 0"
+    return " AND " + condition.format(marks=",".join("?" * len(sources)))
+
+
 def dead_params(handler: str | None, code: str | None, limit: int) -> tuple[Any, ...]:
     return (handler, handler, code, code, limit)
+
+
+def dead_groups_query(sources: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    """Dead dispatches by handler and code; of ``sources``' jobs only, when given."""
+    return DEAD_GROUPS.replace("{only}", _of(_DISPATCH_OF, sources)), list(sources or ())
+
+
+def dead_list_query(
+    handler: str | None, code: str | None, limit: int, sources: Sequence[str] | None = None
+) -> tuple[str, list[Any]]:
+    """Dead dispatches newest first; of ``sources``' jobs only, when given."""
+    *where, limit_ = dead_params(handler, code, limit)
+    return sql.scoped(DEAD_LIST, sources, "c.source"), [*where, *(sources or ()), limit_]
+
+
+def over_time_params(
+    width: float, since: float, sources: Sequence[str] | None, parts: int = 1
+) -> list[Any]:
+    """The parameters of a statement over time: per part (``errors_over_time`` has two), the
+    bucket width, the start and the sources (if any)."""
+    return [width, since, *(sources or ())] * parts
 
 
 def completed_over_time(bucket: str) -> str:
@@ -103,11 +141,15 @@ def completed_over_time(bucket: str) -> str:
     return _COMPLETED_OVER_TIME.format(bucket=bucket.format("terminal_at"))
 
 
-def outcomes_over_time(bucket: str) -> str:
-    return _OUTCOMES_OVER_TIME.format(bucket=bucket.format("terminal_at"))
+def outcomes_over_time(bucket: str, sources: Sequence[str] | None = None) -> str:
+    """The statement; of ``sources``' jobs only, when given (``over_time_params``)."""
+    query = _OUTCOMES_OVER_TIME.format(bucket=bucket.format("terminal_at"), only="{only}")
+    return sql.scoped(query, sources)
 
 
-def errors_over_time(bucket: str) -> str:
+def errors_over_time(bucket: str, sources: Sequence[str] | None = None) -> str:
+    """The statement; of ``sources``' jobs only, when given (``over_time_params``, two parts)."""
     return _ERRORS_OVER_TIME.format(
-        jobs=bucket.format("j.terminal_at"), attempts=bucket.format("a.ended_at")
-    )
+        jobs=bucket.format("j.terminal_at"), attempts=bucket.format("a.ended_at"),
+        only=sql.in_sources(sources)[0], only_attempts=_of(_ATTEMPT_OF, sources),
+    )  # fmt: skip

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from receiver.store import audit as audit_sql
 from receiver.store import circuits, codec, fields, history, queries, reprocesses, sql
 from receiver.store.connector import Step
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Generator, Sequence
 
+    from receiver.store.audit import AuditEntry
     from receiver.store.rows import CompletionRow, DispatchRow
 
 
@@ -127,6 +129,16 @@ def circuit_probe_now(handler: str, now: float) -> Generator[Step, Any, None]:
 def claim_reprocess(params: Sequence[Any]) -> Generator[Step, Any, bool]:
     attempts = yield Step(reprocesses.CLAIM, params, "row")
     return attempts is not None
+
+
+def changed_audited(
+    query: str, params: Sequence[Any], audit: AuditEntry
+) -> Generator[Step, Any, int]:
+    """One statement and the admin call's audit row, finished with how many rows it changed,
+    in one transaction: the effect never stands without its record."""
+    count = int((yield Step(query, params, "count")))
+    yield Step(audit_sql.INSERT, audit_sql.insert_params(audit_sql.done(audit, count)), "row")
+    return count
 
 
 def inserted_id(query: str, params: Sequence[Any]) -> Generator[Step, Any, int]:

@@ -47,14 +47,15 @@ WHERE job = {sql.JOB_KEY} ORDER BY received_at, message_id
 """  # noqa: S608
 
 _STATES_BY_SOURCE = """
-SELECT state, source, count(*) FROM jobs WHERE created_at >= ? GROUP BY state, source
+SELECT state, source, count(*) FROM jobs j WHERE created_at >= ? {only} GROUP BY state, source
 """
 _DURATION = "(terminal_at - created_at)"
 _DURATIONS = f"""
-SELECT count(*), avg({_DURATION}) FROM jobs WHERE created_at >= ? AND terminal_at IS NOT NULL
+SELECT count(*), avg({_DURATION}) FROM jobs j
+WHERE created_at >= ? AND terminal_at IS NOT NULL {{only}}
 """  # noqa: S608
 _NTH_DURATION = f"""
-SELECT {_DURATION} AS d FROM jobs WHERE created_at >= ? AND terminal_at IS NOT NULL
+SELECT {_DURATION} AS d FROM jobs j WHERE created_at >= ? AND terminal_at IS NOT NULL {{only}}
 ORDER BY d LIMIT 1 OFFSET ?
 """  # noqa: S608
 _HANDLER_FAILURES = """
@@ -65,7 +66,7 @@ SELECT d.handler,
 FROM dispatches d
 JOIN completions c ON c.id = d.completion_id
 JOIN jobs j ON j.id = c.job
-WHERE j.created_at >= ?
+WHERE j.created_at >= ? {only}
 GROUP BY d.handler ORDER BY d.handler
 """
 
@@ -74,13 +75,13 @@ SELECT code, origin, source, handler, count(*) FROM (
     SELECT {FAILURE_CODE} AS code, {FAILURE_WHERE} AS origin, j.source AS source,
            CAST(NULL AS TEXT) AS handler
     FROM jobs j LEFT JOIN completions c ON c.job = j.id
-    WHERE j.created_at >= ?
+    WHERE j.created_at >= ? {{only}}
     UNION ALL
     SELECT d.error_code, 'handler', j.source, d.handler
     FROM dispatches d
     JOIN completions c ON c.id = d.completion_id
     JOIN jobs j ON j.id = c.job
-    WHERE j.created_at >= ? AND d.error_code IS NOT NULL AND d.state <> 'succeeded'
+    WHERE j.created_at >= ? AND d.error_code IS NOT NULL AND d.state <> 'succeeded' {{only}}
 ) AS e WHERE code IS NOT NULL
 GROUP BY code, origin, source, handler ORDER BY code, origin, source, handler
 """  # noqa: S608
@@ -90,7 +91,7 @@ METADATA_HOLDS = """EXISTS (SELECT 1 FROM json_each(j.metadata) AS m WHERE m.key
     AND (CASE m.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false'
          ELSE CAST(m.value AS TEXT) END) = ?)"""
 
-COMPLETIONS_AFTER = f"{sql.SELECT_COMPLETION} WHERE id > ? ORDER BY id LIMIT ?"
+COMPLETIONS_AFTER = f"{sql.SELECT_COMPLETION} WHERE id > ? {{only}} ORDER BY id LIMIT ?"
 LAST_COMPLETION_ID = "SELECT coalesce(max(id), 0) FROM completions"
 
 BACKLOG = """
@@ -175,6 +176,10 @@ def job_clauses(where: JobFilter) -> tuple[list[str], list[Any]]:
     if weak is not None:
         clauses.append(weak[0])
         params += weak[1]
+    if where.sources is not None:
+        only, values = sql.in_sources(where.sources)
+        clauses.append(only.removeprefix(" AND "))
+        params += values
     return clauses, params
 
 
@@ -191,23 +196,33 @@ def backlog_row(r: Sequence[Any]) -> Backlog:
 
 
 async def job_stats(
-    read: Callable[[str, Sequence[Any]], Awaitable[list[Any]]], since: float
+    read: Callable[[str, Sequence[Any]], Awaitable[list[Any]]],
+    since: float,
+    sources: Sequence[str] | None = None,
 ) -> JobStats:
-    """Every figure of ``/jobs/stats``, from a handful of reads."""
+    """Every figure of ``/jobs/stats``, from a handful of reads; of ``sources``' jobs only when
+    given (``in_sources``)."""
+    only = sql.in_sources(sources)[1]
+
+    def scoped(query: str) -> str:
+        return sql.scoped(query, sources)
+
     by_state: dict[str, int] = {}
     by_source: dict[str, int] = {}
-    for state, source, count in await read(_STATES_BY_SOURCE, (since,)):
+    for state, source, count in await read(scoped(_STATES_BY_SOURCE), (since, *only)):
         by_state[state] = by_state.get(state, 0) + count
         by_source[source] = by_source.get(source, 0) + count
-    ((durations, avg),) = await read(_DURATIONS, (since,))
+    ((durations, avg),) = await read(scoped(_DURATIONS), (since, *only))
     percentiles: list[float | None] = []
     for fraction in (0.50, 0.95):
-        rows = await read(_NTH_DURATION, (since, nearest_rank(fraction, durations) - 1))
+        offset = nearest_rank(fraction, durations) - 1
+        rows = await read(scoped(_NTH_DURATION), (since, *only, offset))
         percentiles.append(rows[0][0] if rows else None)
     failures = {
         handler: {"dead": dead or 0, "retrying": retrying or 0}
-        for handler, dead, retrying in await read(_HANDLER_FAILURES, (since,))
+        for handler, dead, retrying in await read(scoped(_HANDLER_FAILURES), (since, *only))
     }
+    errors = await read(scoped(_ERRORS), (since, *only, since, *only))
     return JobStats(
         total=sum(by_state.values()),
         by_state=by_state,
@@ -219,13 +234,21 @@ async def job_stats(
         p50_seconds=percentiles[0],
         p95_seconds=percentiles[1],
         handler_failures=failures,
-        errors=tuple(ErrorCount(*row) for row in await read(_ERRORS, (since, since))),
+        errors=tuple(ErrorCount(*row) for row in errors),
     )
 
 
 def nearest_rank(fraction: float, count: int) -> int:
     """The 1-based rank of the ``fraction`` percentile among ``count`` sorted values."""
     return max(1, math.ceil(fraction * count))
+
+
+def completions_after_query(
+    after_id: int, limit: int, sources: Sequence[str] | None = None
+) -> tuple[str, list[Any]]:
+    """Completions after ``after_id`` in id order (the event stream), of ``sources`` if given."""
+    only = sql.in_sources(sources, "source")[1]
+    return sql.scoped(COMPLETIONS_AFTER, sources, "source"), [after_id, *only, limit]
 
 
 def forget_results_query(count: int) -> str:

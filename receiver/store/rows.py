@@ -167,6 +167,9 @@ class JobFilter:
     max_confidence: float | None = None
     oldest_first: bool = False
     """List oldest first (keyset paging runs forward from ``after``); newest first otherwise."""
+    sources: tuple[str, ...] | None = None
+    """Only jobs of these sources (the caller's token is limited to them); None: any source.
+    Unlike ``source``, which the caller chooses, this is who the caller is."""
 
 
 JobKey = tuple[float, str, str]

@@ -6,11 +6,14 @@ writes itself (``own``: the claims and the next-due read, in ``sqlite.sql`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from receiver.store import codec
 from receiver.store.codec import now
 from receiver.store.connector import own
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def _rank(column: str) -> str:
@@ -226,3 +229,18 @@ WHERE phase = 'resolving' AND lease_owner = ?
 """
 
 TAKE_BACK_LEASES = "DELETE FROM leases WHERE owner = ?"
+
+
+def in_sources(sources: Sequence[str] | None, column: str = "j.source") -> tuple[str, list[Any]]:
+    """`` AND <column> IN (...)`` and its values, to put where a statement says ``{only}``:
+    only the rows of ``sources`` (a token limited to them); nothing when ``sources`` is None."""
+    if sources is None:
+        return "", []
+    if not sources:
+        return " AND 1 = 0", []
+    return f" AND {column} IN ({','.join('?' * len(sources))})", list(sources)
+
+
+def scoped(query: str, sources: Sequence[str] | None, column: str = "j.source") -> str:
+    """``query`` with each ``{only}`` replaced by ``in_sources``' condition."""
+    return query.replace("{only}", in_sources(sources, column)[0])

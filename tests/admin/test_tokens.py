@@ -3,7 +3,9 @@ naming the role needed, and one audit row per action and per refusal, read by an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -12,7 +14,7 @@ import pytest
 from receiver.config.load import load_settings
 from receiver.service.app import create_app
 from receiver.service.reload import Reloader
-from tests.adminsupport import SECRETS, TOKEN, deliver, token_config
+from tests.adminsupport import SECRETS, TOKEN, deliver, inject_fault, token_config
 from tests.services import postgres_database
 from tests.support import SECRET, live_server
 
@@ -115,6 +117,7 @@ async def test_the_openapi_document_names_each_routes_role(tmp_path: Path) -> No
     assert paths["/jobs/reprocess"]["post"]["x-jobhook-role"] == "admin"
     assert paths["/audit"]["get"]["x-jobhook-role"] == "admin"
     assert "403" in paths["/jobs/{source}/{job_id}/replay"]["post"]["responses"]
+    assert "limited to some sources" in paths["/jobs"]["get"]["description"]
     assert "x-jobhook-role" not in paths["/healthz"]["get"]
 
 
@@ -176,3 +179,61 @@ async def test_the_admin_token_alone_is_one_admin_token_named_admin(tmp_path: Pa
     assert [(e["token"], e["role"], e["action"]) for e in entries] == [
         ("admin", "admin", "track_job")
     ]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def served(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, Any]]:
+    """A served app and its store."""
+    async with _store_url(request.param) as store:
+        app = create_app(load_settings(token_config(tmp_path, store=store), environ={}))
+        async with live_server(app) as url:
+            yield url, app.state.store
+
+
+async def _delivered(c: httpx.AsyncClient, job_id: str) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        found = (await _call(c, "viewer", "GET", f"/jobs/reducto/{job_id}")).json()
+        if [d["state"] for d in found["dispatches"]] == ["succeeded"]:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{job_id} was not delivered")
+
+
+async def _entries(c: httpx.AsyncClient, action: str) -> list[tuple[str, str, Any]]:
+    page = (await _call(c, "boss", "GET", f"/audit?action={action}")).json()
+    return [(e["target"], e["outcome"], e["jobs"]) for e in page["entries"]]
+
+
+async def test_a_track_and_a_replay_leave_one_row_each_written_with_their_effect(
+    served: tuple[str, Any],
+) -> None:
+    url, store = served
+    async with httpx.AsyncClient(base_url=url) as c:
+        await deliver(c, "done-1")
+        await _delivered(c, "done-1")
+        track = {"json": {"source": "reducto", "job_id": "job-1"}}
+        assert (await _call(c, "pipeline", "POST", "/jobs", **track)).status_code == 200
+        again = {"json": {"include_succeeded": True}}
+        assert (await _call(c, "ops", "POST", "/jobs/reducto/done-1/replay", **again)).json() == {
+            "requeued": 1
+        }
+        assert await _entries(c, "track_job") == [("reducto/job-1", "ok", 1)]
+        assert await _entries(c, "replay_job") == [("reducto/done-1", "ok", 1)]
+        # The effect fails (the database refuses the job): its row says so, written apart.
+        await inject_fault(store, "jobs", "INSERT", "NEW.job_id = 'doomed'")
+        doomed = {"json": {"source": "reducto", "job_id": "doomed"}}
+        assert (await _call(c, "pipeline", "POST", "/jobs", **doomed)).status_code == 503
+        assert (await _call(c, "viewer", "GET", "/jobs/reducto/doomed")).status_code == 404
+        assert (await _entries(c, "track_job"))[0] == ("reducto/doomed", "failed", None)
+        # The row cannot be written with the effect: the effect does not stand either, and
+        # the failure's own row (written apart) records the attempt.
+        await inject_fault(store, "audit", "INSERT", "NEW.outcome = 'ok'")
+        lost = {"json": {"source": "reducto", "job_id": "job-2"}}
+        assert (await _call(c, "pipeline", "POST", "/jobs", **lost)).status_code == 503
+        assert (await _call(c, "viewer", "GET", "/jobs/reducto/job-2")).status_code == 404
+        replay = await _call(c, "ops", "POST", "/jobs/reducto/done-1/replay", **again)
+        assert replay.status_code == 503
+        assert (await _entries(c, "track_job"))[0] == ("reducto/job-2", "failed", None)
+        assert (await _entries(c, "replay_job"))[0] == ("reducto/done-1", "failed", None)
+        assert len(await _entries(c, "replay_job")) == 2

@@ -191,7 +191,8 @@ async def test_a_wrong_token_is_refused_and_never_printed(service: tuple[Starlet
     secret = "not-the-token-8f2e"
     result = await cli("jobs", "ls", url=url, token=secret)
     assert result.exit_code == 4
-    assert "refused the admin token; pass the service's server.admin_token" in result.stderr
+    assert "refused the token; pass one of the service's tokens (a secret of " in result.stderr
+    assert "[[server.tokens]], or server.admin_token)" in result.stderr
     assert secret not in result.output
 
 
@@ -202,8 +203,8 @@ async def test_no_token_says_it_is_missing_and_how_to_give_it(
     result = await cli("jobs", "ls", url=url, token=None)
     assert result.exit_code == 4
     assert result.stderr.endswith(  # after the service's own log line, in this process
-        "jobhook: no admin token given; pass --token or set JOBHOOK_ADMIN_TOKEN to the "
-        "service's server.admin_token\n"
+        "jobhook: no token given; pass --token or set JOBHOOK_ADMIN_TOKEN to one of the "
+        "service's tokens (a secret of [[server.tokens]], or server.admin_token)\n"
     )
 
 

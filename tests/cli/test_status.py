@@ -107,7 +107,7 @@ async def test_status_with_the_admin_token_adds_the_backlog_and_the_store(
     assert TOKEN not in result.output + as_json.output
     assert wrong.exit_code == 0, "ready all the same"
     assert _row(wrong.output, "reducto") == ["reducto", "300/min", "0", "0 s"]
-    assert "backlog and store unknown: the service refused the admin token" in wrong.output
+    assert "backlog and store unknown: the service refused the token" in wrong.output
 
 
 def test_status_of_a_service_that_is_not_there_exits_4() -> None:

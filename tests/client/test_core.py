@@ -123,8 +123,8 @@ def test_wait_always_asks_once_even_with_no_time_and_refuses_bad_limits() -> Non
     ("status", "body", "kind", "code", "message"),
     [(400, b'{"error": "invalid_query", "detail": "bad"}', BadRequest, "invalid_query", "bad"),
      (413, b'{"error": "body_too_large", "detail": "big"}', BadRequest, "body_too_large", "big"),
-     (404, b"Not Found", NotFound, "", "no admin API there: a wrong URL, or server.admin_token "
-      "is not set"),
+     (404, b"Not Found", NotFound, "", "no admin API there: a wrong URL, or the service has no "
+      "token ([[server.tokens]] or server.admin_token)"),
      (503, b"<html>down</html>", ServiceUnavailable, "", "Service Unavailable"),
      (409, b"{}", ApiError, "", "Conflict")],
     ids=["400", "413", "404-bare", "503-html", "409"],

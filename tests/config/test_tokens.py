@@ -12,6 +12,7 @@ from receiver.admin.tokens import Keyring, Proxies, Role
 from receiver.config.load import load_settings
 from receiver.config.tokens import parse_networks
 from receiver.errors import ConfigError
+from tests.support import SECRET
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -87,3 +88,44 @@ def test_the_client_is_the_last_hop_before_the_trusted_proxies(
 ) -> None:
     proxies = Proxies(parse_networks(("10.0.0.0/8",)))
     assert proxies.client(_request(peer, forwarded)) == client
+
+
+def _with_source(tmp_path: Path, tokens: str) -> Settings:
+    config = tmp_path / "jobhook.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path}"\n[server]\nadmin_token = "s-0"\n{tokens}\n'
+        f'[sources.docs]\nprovider = "reducto"\nsecrets = ["{SECRET}"]\n',
+        encoding="utf-8",
+    )
+    return load_settings(config, environ={})
+
+
+@pytest.mark.parametrize(
+    ("sources", "problem"),
+    [
+        ("[]", "server.tokens #1.sources: names no source; list the sources the token may use, "
+               "or leave sources out for a token of every source"),
+        ('["docs", "billing"]', "server.tokens #1 ('ci').sources names unknown source "
+                                "'billing'; known: docs"),
+    ],
+    ids=["empty", "unknown"],
+)  # fmt: skip
+def test_a_tokens_sources_must_be_some_configured_ones(
+    tmp_path: Path, sources: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _with_source(tmp_path, _token("ci", "track", "s-1") + f"sources = {sources}\n")
+    assert problem in str(caught.value)
+    assert "s-1" not in str(caught.value)
+
+
+def test_a_token_may_be_limited_to_sources_and_the_admin_token_never_is(tmp_path: Path) -> None:
+    tokens = _token("ci", "track", "s-1") + 'sources = ["docs", "docs"]\n'
+    settings = _with_source(tmp_path, tokens + _token("all", "read", "s-2"))
+    keyring = Keyring.from_settings(settings.server)
+    ci, every, admin = keyring.identify("s-1"), keyring.identify("s-2"), keyring.identify("s-0")
+    assert ci is not None
+    assert every is not None
+    assert admin is not None
+    assert (ci.sources, every.sources, admin.sources) == (("docs",), None, None)
+    assert (ci.sees("docs"), ci.sees("billing"), admin.sees("billing")) == (True, False, True)

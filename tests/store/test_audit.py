@@ -1,12 +1,19 @@
-"""The audit trail on every backend: actions started then finished, refusals counted on one
-row per address and reason, pages newest first, and retention that keeps rows of kept jobs."""
+"""The audit trail on every backend: actions started then finished, or written finished in their
+effect's own transaction (and no effect without its row), refusals counted on one row per
+address and reason, pages newest first, and retention that keeps rows of kept jobs."""
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import TYPE_CHECKING
 
+import pytest
+
+from receiver.errors import StoreUnavailableError
 from receiver.models import Event, State
 from receiver.store.audit import REFUSAL_BUCKET_SECONDS, AuditEntry, AuditFilter
+from tests.adminsupport import inject_fault
 
 if TYPE_CHECKING:
     from receiver.store import Store
@@ -68,3 +75,65 @@ async def test_retention_keeps_the_rows_of_jobs_still_kept(store: Store) -> None
     left = {r.target for r in await store.audit_rows(AuditFilter(), after_id=None, limit=10)}
     assert left == {"reducto/kept", "reducto/recent"}
     assert gone not in {r.id for r in await store.audit_rows(AuditFilter(), after_id=None, limit=9)}
+
+
+def _track(job_id: str) -> Event:
+    return Event(source="reducto", job_id=job_id, state=State.QUEUED, provider_status="tracked",
+                 via="track")  # fmt: skip
+
+
+async def _rows(store: Store) -> list[tuple[str, str, str, int | None]]:
+    rows = await store.audit_rows(AuditFilter(), after_id=None, limit=100)
+    return sorted((r.action, r.target, r.outcome, r.jobs) for r in rows)
+
+
+async def _dead(store: Store, job_id: str) -> None:
+    """A finished job whose one delivery died."""
+    done = Event(source="reducto", job_id=job_id, state=State.SUCCEEDED, provider_status="x",
+                 via="webhook", message_id=f"m-{job_id}")  # fmt: skip
+    await store.ingest(done, ("files",), resolve=False)
+    for dispatch, _ in await store.claim_dispatches("t", 10, 60, time.time() + 1):
+        await store.finish_dispatch(dispatch.id, "t", error="gone", next_attempt_at=None)
+
+
+async def test_a_track_and_a_replay_write_their_finished_row_with_their_effect(
+    store: Store,
+) -> None:
+    tracked = _entry(target="reducto/t1", action="track_job")
+    await store.ingest(_track("t1"), (), resolve=True, audit=tracked)
+    await _dead(store, "d1")
+    replayed = _entry(target="reducto/d1")
+    assert await store.replay(source="reducto", job_id="d1", audit=replayed) == 1
+    assert await store.get_job("reducto", "t1") is not None
+    assert await _rows(store) == [
+        ("replay_job", "reducto/d1", "ok", 1),
+        ("track_job", "reducto/t1", "ok", 1),
+    ]
+
+
+async def test_no_effect_stands_when_its_row_cannot_be_written(store: Store) -> None:
+    await _dead(store, "d1")
+    await inject_fault(store, "audit", "INSERT", "NEW.outcome = 'ok'")
+    with pytest.raises(StoreUnavailableError):
+        await store.ingest(_track("t1"), (), resolve=True, audit=_entry(target="reducto/t1"))
+    with pytest.raises(StoreUnavailableError):
+        await store.replay(source="reducto", job_id="d1", audit=_entry(target="reducto/d1"))
+    assert await store.get_job("reducto", "t1") is None
+    assert [d.state for d in await store.dispatches_for("reducto", "d1")] == ["dead"]
+    assert await _rows(store) == []
+    # Without a row the store stays as it was: the next writes go on as before.
+    await store.ingest(_track("t2"), (), resolve=True)
+    assert await store.get_job("reducto", "t2") is not None
+
+
+async def test_a_failed_effect_leaves_no_row_of_its_own_for_the_caller_to_write(
+    store: Store,
+) -> None:
+    await inject_fault(store, "jobs", "INSERT", "NEW.job_id = 'doomed'")
+    entry = _entry(target="reducto/doomed", action="track_job")
+    with pytest.raises(StoreUnavailableError):
+        await store.ingest(_track("doomed"), (), resolve=True, audit=entry)
+    assert await _rows(store) == []
+    await store.audit_start(dataclasses.replace(entry, outcome="failed"))
+    assert await _rows(store) == [("track_job", "reducto/doomed", "failed", None)]
+    assert await store.get_job("reducto", "doomed") is None

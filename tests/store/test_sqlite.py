@@ -267,7 +267,8 @@ def test_the_writer_process_exits_when_its_parent_dies(tmp_path: Path) -> None:
 def test_the_writer_process_imports_only_the_store_s_engine() -> None:
     """The writer process runs ``receiver.store.sqlite.writer`` and unpickles operations of
     ``receiver.store.sqlite.operations`` and the engine's programs (``receiver.store.programs``)
-    that they run: that is all it imports, and its resident memory counts in the service's idle
+    that they run (the audit row of an admin call is written with its effect, so its statements
+    come too): that is all it imports, and its resident memory counts in the service's idle
     RSS. Neither the store's contract (``receiver.store.base``, loaded at its first use), the
     engine nor any third-party package but orjson may come with them."""
     script = (
@@ -283,7 +284,8 @@ def test_the_writer_process_imports_only_the_store_s_engine() -> None:
     ours = sorted(m for m in loaded if m.split(".")[0] == "receiver")
     assert ours == [
         "receiver", "receiver.errors", "receiver.jsontext", "receiver.models", "receiver.store",
-        "receiver.store.circuits", "receiver.store.codec", "receiver.store.connector",
+        "receiver.store.audit", "receiver.store.circuits", "receiver.store.codec",
+        "receiver.store.connector",
         "receiver.store.fields", "receiver.store.history", "receiver.store.programs",
         "receiver.store.queries", "receiver.store.reprocesses", "receiver.store.rows",
         "receiver.store.sql", "receiver.store.sqlite", "receiver.store.sqlite.operations",

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.audit import AuditEntry
     from receiver.store.postgres.pool import PgPool
 
 log = structlog.get_logger(__name__)
@@ -138,13 +139,14 @@ class PgGroupCommit:
                 _answer(item, result)
 
     async def ingest_alone(
-        self, event: Event, handlers: Sequence[str], resolve: bool
+        self, event: Event, handlers: Sequence[str], resolve: bool, audit: AuditEntry | None = None
     ) -> IngestResult:
         """Store one event in its own transaction, statement by statement, not queued: the
-        path a refused batch falls back to (tests compare the batches with it)."""
+        path a refused batch falls back to (tests compare the batches with it), and an admin
+        call's, whose ``audit`` row is written in that transaction."""
         loop = asyncio.get_running_loop()
         item = Ingest(event, handlers, resolve, codec.now(), loop.create_future())
-        return await self._db.transaction(functools.partial(ingest_one, item=item))
+        return await self._db.transaction(functools.partial(ingest_one, item=item, audit=audit))
 
 
 def refused_input(exc: Exception) -> bool:

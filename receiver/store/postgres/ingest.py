@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from receiver.models import IngestResult, State
+from receiver.store import audit as audit_sql
 from receiver.store import codec, sql
 from receiver.store.connector import numbered
 from receiver.store.postgres import sql as pg_sql
@@ -22,8 +23,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from receiver.models import Event
+    from receiver.store.audit import AuditEntry
     from receiver.store.postgres.pool import Conn
 
+_AUDIT_INSERT = numbered(audit_sql.INSERT)
 
 INGEST_BATCH = """
 SELECT o_status, o_state, o_completed, o_took, o_requeued FROM jobhook_ingest_batch(
@@ -100,8 +103,21 @@ async def ingest_batch(conn: Conn, batch: Sequence[Ingest]) -> list[IngestResult
     return [batch_result(item, row) for item, row in zip(batch, rows, strict=True)]
 
 
-async def ingest_one(conn: Conn, item: Ingest) -> IngestResult:
-    """Store one event statement by statement, in the transaction ``conn`` is in."""
+async def audited(conn: Conn, audit: AuditEntry | None, jobs: int) -> None:
+    """The row of the admin call whose effect the transaction ``conn`` is in is, finished."""
+    if audit is not None:
+        await conn.execute(_AUDIT_INSERT, *audit_sql.insert_params(audit_sql.done(audit, jobs)))
+
+
+async def ingest_one(conn: Conn, item: Ingest, audit: AuditEntry | None = None) -> IngestResult:
+    """Store one event statement by statement, in the transaction ``conn`` is in (with the
+    admin call's ``audit`` row, if any)."""
+    result = await _ingest_one(conn, item)
+    await audited(conn, audit, int(result.status == "accepted"))
+    return result
+
+
+async def _ingest_one(conn: Conn, item: Ingest) -> IngestResult:
     event, now = item.event, item.at
     known = await conn.fetchrow(pg_sql.SELECT_JOB_ID, event.source, event.job_id)
     job: int = known[0] if known is not None else await conn.fetchval(pg_sql.NEXT_JOB_ID)

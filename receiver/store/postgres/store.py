@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Sequence
 
     from receiver.models import Event, IngestResult
+    from receiver.store.audit import AuditEntry
     from receiver.store.connector import Step
     from receiver.store.postgres.durability import Durability
     from receiver.store.postgres.pool import Conn
@@ -150,5 +151,9 @@ class PostgresConnector(Connector):
         await conn.execute(query, *params)
         return None
 
-    async def ingest(self, event: Event, handlers: Sequence[str], resolve: bool) -> IngestResult:
+    async def ingest(
+        self, event: Event, handlers: Sequence[str], resolve: bool, audit: AuditEntry | None
+    ) -> IngestResult:
+        if audit is not None:  # an admin call's: its own transaction, with its audit row
+            return await self.batching.ingest_alone(event, handlers, resolve, audit)
         return await self.batching.ingest(event, handlers, resolve)

@@ -14,6 +14,7 @@ import json
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from receiver.models import IngestResult, State
+from receiver.store import audit as audit_sql
 from receiver.store import codec, queries, sql
 from receiver.store.sqlite import sql as sqlite_sql
 from receiver.store.sqlite.sql import DIALECT
@@ -23,12 +24,35 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Generator, Sequence
 
     from receiver.models import Event
+    from receiver.store.audit import AuditEntry
     from receiver.store.connector import Step
 
 T = TypeVar("T")
 
 
 def ingest(
+    db: sqlite3.Connection,
+    event: Event,
+    handlers: Sequence[str],
+    resolve: bool,
+    now: float,
+    audit: AuditEntry | None = None,
+) -> IngestResult:
+    """``_ingest``, and the admin call's audit row (``audit``, if any) in its transaction."""
+    result = _ingest(db, event, handlers, resolve, now)
+    _audited(db, audit, int(result.status == "accepted"))
+    return result
+
+
+def _audited(db: sqlite3.Connection, audit: AuditEntry | None, jobs: int) -> None:
+    """The row of the admin call whose effect this transaction is, finished with it."""
+    if audit is not None:
+        db.execute(
+            audit_sql.INSERT, audit_sql.insert_params(audit_sql.done(audit, jobs))
+        ).fetchall()
+
+
+def _ingest(
     db: sqlite3.Connection, event: Event, handlers: Sequence[str], resolve: bool, now: float
 ) -> IngestResult:
     """Record ``event``: a delivery (the dedupe key), its job, and a completion with its

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from receiver.models import Event, IngestResult
+    from receiver.store.audit import AuditEntry
     from receiver.store.connector import Step
 
 T = TypeVar("T")
@@ -139,8 +140,11 @@ class SQLiteConnector(Connector):
     async def write(self, program: Callable[..., Generator[Step, Any, T]], *args: Any) -> T:
         return await self._commits.write(operations.run, program, *args)
 
-    async def ingest(self, event: Event, handlers: Sequence[str], resolve: bool) -> IngestResult:
-        return await self._commits.write(operations.ingest, event, handlers, resolve, codec.now())
+    async def ingest(
+        self, event: Event, handlers: Sequence[str], resolve: bool, audit: AuditEntry | None
+    ) -> IngestResult:
+        args = (event, handlers, resolve, codec.now())
+        return await self._commits.write(operations.ingest, *args, *((audit,) if audit else ()))
 
     async def ping(self) -> None:
         await self.read("SELECT 1")
