@@ -57,6 +57,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="ingest: the sustained load's store: the rounds' prefilled one, a fresh empty one, "
         "or both, one after the other (default)",
     )  # fmt: skip
+    parser.add_argument(
+        "--phase-seconds", type=int, default=60, metavar="S",
+        help="ingest: the length of one phase of the sustained and rate-phase runs, reported a "
+        "phase a row (default 60: a minute; shorter for smoke runs only)",
+    )  # fmt: skip
     parser.add_argument("--no-postgres", action="store_true", help="ingest: no PostgreSQL row")
     parser.add_argument("--floor", action="store_true", help="ingest: add the floor's row")
     parser.add_argument(
@@ -77,6 +82,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds, args.seconds = 2, 5.0
     if args.sustain_minutes is None:
         args.sustain_minutes = 0 if args.quick else 10
+    if args.phase_seconds < 1:
+        parser.error("--phase-seconds must be at least 1")
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")

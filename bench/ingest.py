@@ -57,9 +57,11 @@ def _measure(
     """One wrk run of ``seconds`` (default ``args.seconds``) on fresh requests of the workload
     (the random-ids variant for that row); with ``wal``, that file's peak size while it ran."""
     seconds = args.seconds if seconds is None else seconds
+    entered = time.perf_counter()
     name = "random-ids" if service.name == RANDOM_IDS else args.workload
     kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, name)
     waited = quiesce()
+    idle = time.perf_counter() - entered
     server = postgres_cpu_seconds() if service.name == "jobhook-pg" else 0.0
     cpu = service.cpu_seconds()
     load = os.getloadavg()[0]
@@ -75,6 +77,8 @@ def _measure(
     figures["load_average"] = round((load + os.getloadavg()[0]) / 2, 2)
     figures["kinds"] = kinds
     figures["quiesce_seconds"] = round(waited, 1)
+    figures["idle_before_seconds"] = round(idle, 1)  # writing the requests, then quiescing
+    figures["seconds"] = seconds
     return figures
 
 
@@ -179,21 +183,29 @@ def sustain(
     service: procs.Service, db: Path, run: str, rate: float, work: Path,
     args: argparse.Namespace,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """``args.sustain_minutes`` one-minute wrk runs on ``service`` (its store ``db``), each
-    written for the fastest rate seen so far (``rate`` before the first); each minute's
-    figures with the store's size and its WAL file's size at the end and peak."""
+    """``args.sustain_minutes`` wrk runs of ``args.phase_seconds`` (a minute unless a smoke
+    run says otherwise) on ``service`` (its store ``db``), each written for the fastest rate
+    seen so far (``rate`` before the first); each minute's figures with the store's size and
+    its WAL file's size at the end and peak.
+
+    Each minute is a wrk run of its own: between two of them the server has no load while the
+    next minute's requests are written and the machine quiesces (``idle_before_seconds``)."""
     minutes: list[dict[str, Any]] = []
     wal = Path(f"{db}-wal")
+    seconds = args.phase_seconds
     for minute in range(args.sustain_minutes):
-        count = int(rate * 60 * HEADROOM) + 1000
-        figures = _measure(service, work / "req", f"s-{run}-{minute}", count, args, 60, wal)
+        count = int(rate * seconds * HEADROOM) + 1000
+        figures = _measure(service, work / "req", f"s-{run}-{minute}", count, args, seconds,
+                           wal)  # fmt: skip
         figures["store_bytes"] = _sqlite_size(db)
         figures["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
         minutes.append(figures)
         rate = max(m["rps"] for m in minutes)
         report.console.print(
             f"  sustained ({run}) minute {minute + 1}/{args.sustain_minutes}: "
-            f"{figures['rps']:,.0f} req/s, p99 {figures['p99_us'] / 1000:.1f} ms, "
+            f"{figures['rps']:,.0f} req/s, p50 {figures['p50_us'] / 1000:.1f} ms, "
+            f"p99 {figures['p99_us'] / 1000:.1f} ms, p99.9 {figures['p999_us'] / 1000:.1f} ms, "
+            f"{ingest_report.errors(figures):,} not 2xx, "
             f"store {figures['store_bytes'] / 1e6:,.0f} MB (WAL "
             f"{figures['wal_bytes'] / 2**20:,.0f} MiB, peak "
             f"{figures['wal_peak_bytes'] / 2**20:,.0f}), load {figures['load_average']}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from bench import report, workload
 
@@ -119,32 +119,70 @@ def _p99_row(p99: float, connections: int) -> list[str]:
     return [target, f"{p99:.1f} ms", _judge(p99, p99 <= TARGET_P99_MS)]
 
 
-def sustained_rows(run: str, minutes: list[dict[str, Any]]) -> list[list[str]]:
+def errors(figures: dict[str, Any]) -> int:
+    """Requests not answered 2xx: other statuses, socket errors and timeouts (wrk's counts)."""
+    return int(sum(figures.get(key, 0) for key in ("non2xx", "socket_errors", "timeouts")))
+
+
+Check: TypeAlias = tuple[str, str, bool | None]
+"""A target, what was measured, and whether it was met (None: not judged)."""
+
+
+def sustained_checks(run: str, minutes: list[dict[str, Any]]) -> list[Check]:
     """The sustained targets of one run (its minutes in order): throughput and p99 of the last
-    minute against the first, and the WAL file's peak over every minute."""
+    minute against the first, the WAL file's peak over every minute, and every answer 2xx."""
     where = f"sustained, {run} store"
     rate = f"{where}: last minute >= {TARGET_SUSTAINED:.0%} of the first's req/s"
     tail = f"{where}: last minute's p99 <= {TARGET_SUSTAINED_P99:g} x the first's"
     wal = f"{where}: WAL never over {TARGET_WAL_BYTES / 2**20:g} MiB"
+    answered = f"{where}: every answer 2xx"
     if not minutes:
-        return [[rate, "not run", "-"], [tail, "not run", "-"], [wal, "not run", "-"]]
+        return [(rate, "not run", None), (tail, "not run", None), (wal, "not run", None),
+                (answered, "not run", None)]  # fmt: skip
     peak = max(m["wal_peak_bytes"] for m in minutes)
-    wal_row = [wal, f"peak {peak / 2**20:,.0f} MiB over {len(minutes)} min",
-               report.verdict(peak <= TARGET_WAL_BYTES)]  # fmt: skip
+    wal_check = (wal, f"peak {peak / 2**20:,.0f} MiB over {len(minutes)} min",
+                 peak <= TARGET_WAL_BYTES)  # fmt: skip
+    failed = sum(errors(m) for m in minutes)
+    total = sum(m["requests"] for m in minutes) if all("requests" in m for m in minutes) else None
+    of = f" of {total:,}" if total is not None else ""
+    answered_check = (answered, f"{failed:,}{of} not 2xx", failed == 0)
     if len(minutes) < 2:
-        return [[rate, "one minute: nothing to compare", "-"],
-                [tail, "one minute: nothing to compare", "-"], wal_row]  # fmt: skip
+        return [(rate, "one minute: nothing to compare", None),
+                (tail, "one minute: nothing to compare", None), wal_check,
+                answered_check]  # fmt: skip
     first, last = minutes[0], minutes[-1]
     share = last["rps"] / first["rps"]
     growth = last["p99_us"] / first["p99_us"]
     return [
-        [rate, f"{first['rps']:,.0f} -> {last['rps']:,.0f} req/s ({share:.0%}) over "
+        (rate, f"{first['rps']:,.0f} -> {last['rps']:,.0f} req/s ({share:.0%}) over "
          f"{len(minutes)} min, store {first['store_bytes'] / 1e6:,.0f} -> "
-         f"{last['store_bytes'] / 1e6:,.0f} MB", report.verdict(share >= TARGET_SUSTAINED)],
-        [tail, f"{first['p99_us'] / 1000:.1f} -> {last['p99_us'] / 1000:.1f} ms "
-         f"({growth:.1f} x)", report.verdict(growth <= TARGET_SUSTAINED_P99)],
-        wal_row,
+         f"{last['store_bytes'] / 1e6:,.0f} MB", share >= TARGET_SUSTAINED),
+        (tail, f"{first['p99_us'] / 1000:.1f} -> {last['p99_us'] / 1000:.1f} ms "
+         f"({growth:.1f} x)", growth <= TARGET_SUSTAINED_P99),
+        wal_check,
+        answered_check,
     ]  # fmt: skip
+
+
+def sustained_rows(run: str, minutes: list[dict[str, Any]]) -> list[list[str]]:
+    """``sustained_checks`` as rows of the targets table (met, MISSED, ``-``)."""
+    return [[target, measured, "-" if ok is None else report.verdict(ok)]
+            for target, measured, ok in sustained_checks(run, minutes)]  # fmt: skip
+
+
+def pass_miss(ok: bool | None) -> str:
+    """A target's verdict on a summary line: PASS, MISS, or ``-`` when it was not judged."""
+    if ok is None:
+        return "-"
+    return "[green]PASS[/green]" if ok else "[red]MISS[/red]"
+
+
+def summary_line(checks: list[Check]) -> str:
+    """The checks on one line: ``measured (target): PASS|MISS; ...``, the targets shortened to
+    what follows their run's name."""
+    parts = [f"{target.split(': ', 1)[-1]}: {measured} -> {pass_miss(ok)}"
+             for target, measured, ok in checks]  # fmt: skip
+    return "; ".join(parts)
 
 
 def summarise(
@@ -177,7 +215,7 @@ def summarise(
         rows,
     )  # fmt: skip
     for run, minutes in sustained.items():
-        _show_minutes(run, minutes)
+        _show_minutes(run, minutes, args.workload)
     table = targets(med, rounds, sustained, args.connections)
     table += [
         ["(bare + svix verification: the practical ceiling, x bare)",
@@ -222,10 +260,27 @@ def summarise(
     }
 
 
-def _show_minutes(run: str, minutes: list[dict[str, Any]]) -> None:
+MESSAGE_IDS = {"realistic": "Svix KSUID message ids", "random-ids": "random message ids",
+               "sequential": "sequential ids"}  # fmt: skip
+
+
+def minute_rows(minutes: list[dict[str, Any]]) -> list[list[Any]]:
+    """A sustained run's table, a minute a row: req/s, p50/p99/p99.9, answers not 2xx, the
+    store's size at the minute's end, the WAL's size at its end and its peak, the seconds the
+    server had no load before the minute (its requests being written, the machine quiescing)."""
+    return [[n, m["rps"], m["p50_us"] / 1000, m["p99_us"] / 1000, m["p999_us"] / 1000,
+             errors(m), m["store_bytes"] / 1e6, m["wal_bytes"] / 2**20,
+             m["wal_peak_bytes"] / 2**20, m.get("idle_before_seconds", float("nan")),
+             m["load_average"]] for n, m in enumerate(minutes, 1)]  # fmt: skip
+
+
+def _show_minutes(run: str, minutes: list[dict[str, Any]], workload_name: str) -> None:
+    phase = minutes[0].get("seconds", 60) if minutes else 60
     report.show(
-        f"sustained {SUSTAINED_RUNS.get(run, run)}, jobhook (SQLite), a minute a row",
-        ["minute", "req/s", "p99 ms", "store MB", "WAL MiB at its end", "WAL MiB peak", "load"],
-        [[n, m["rps"], m["p99_us"] / 1000, m["store_bytes"] / 1e6, m["wal_bytes"] / 2**20,
-          m["wal_peak_bytes"] / 2**20, m["load_average"]] for n, m in enumerate(minutes, 1)],
+        f"sustained {SUSTAINED_RUNS.get(run, run)}, jobhook (SQLite), "
+        f"{MESSAGE_IDS.get(workload_name, workload_name)}, a {phase:g} s phase a row",
+        ["minute", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "not 2xx", "store MB",
+         "WAL MiB at its end", "WAL MiB peak", "idle s before", "load"],
+        minute_rows(minutes),
     )  # fmt: skip
+    report.console.print(f"  sustained ({run}): {summary_line(sustained_checks(run, minutes))}")
