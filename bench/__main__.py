@@ -13,7 +13,7 @@ import argparse
 import importlib
 import time
 
-from bench import report, workload
+from bench import phases, report, workload
 
 BENCHMARKS = {
     "ingest": "bench.ingest",
@@ -58,6 +58,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "or both, one after the other (default)",
     )  # fmt: skip
     parser.add_argument(
+        "--rate-phases", type=phases.parse_percentages, default=(), metavar="P,P",
+        help="ingest: after the rounds, send jobhook (SQLite) webhooks open loop at these "
+        "percentages of its saturated rate (the rounds' median), e.g. 25,50 (default: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rate-minutes", type=int, default=10, metavar="N",
+        help="ingest: phases (of --phase-seconds) at each --rate-phases rate (default 10)",
+    )  # fmt: skip
+    parser.add_argument(
         "--phase-seconds", type=int, default=60, metavar="S",
         help="ingest: the length of one phase of the sustained and rate-phase runs, reported a "
         "phase a row (default 60: a minute; shorter for smoke runs only)",
@@ -84,6 +93,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.sustain_minutes = 0 if args.quick else 10
     if args.phase_seconds < 1:
         parser.error("--phase-seconds must be at least 1")
+    if args.rate_minutes < 1:
+        parser.error("--rate-minutes must be at least 1")
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil  # type: ignore[import-untyped]
 
-from bench import adnanh, ingest_report, procs, report, signing, workload, wrk
+from bench import adnanh, ingest_report, phases, procs, report, signing, workload, wrk
 from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 
 if TYPE_CHECKING:
@@ -279,6 +279,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with running(services, ready):
         best = take_turns(services, rounds, work, args)
         sizes["jobhook"]["after_rounds"] = _sqlite_size(db)
+        rated: list[dict[str, Any]] = []
+        if args.rate_phases:
+            saturated = report.median([r["rps"] for r in rounds["jobhook"]])
+            rated = phases.run(jobhook, db, saturated, work, args)
+            sizes["jobhook"]["after_rate_phases"] = _sqlite_size(db)
         if random_db is not None:
             sizes[RANDOM_IDS]["after"] = _sqlite_size(random_db)
         if args.sustain_minutes and "prefilled" in runs:
@@ -299,6 +304,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return ingest_report.summarise(
         rounds,
         sustained,
+        rated,
         sizes,
         notes,
         args,

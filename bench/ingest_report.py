@@ -188,6 +188,7 @@ def summary_line(checks: list[Check]) -> str:
 def summarise(
     rounds: dict[str, list[dict[str, Any]]],
     sustained: dict[str, list[dict[str, Any]]],
+    rated: list[dict[str, Any]],
     sizes: dict[str, dict[str, int]],
     notes: list[str],
     args: argparse.Namespace,
@@ -214,9 +215,12 @@ def summarise(
          "load"],
         rows,
     )  # fmt: skip
+    from bench import phases
+
+    phases.show(rated, args.workload)
     for run, minutes in sustained.items():
         _show_minutes(run, minutes, args.workload)
-    table = targets(med, rounds, sustained, args.connections)
+    table = targets(med, rounds, sustained, args.connections) + phases.target_rows(rated)
     table += [
         ["(bare + svix verification: the practical ceiling, x bare)",
          f"{_ratio(med, 'bare+verify'):.2f}", "reference"],
@@ -256,6 +260,7 @@ def summarise(
         "ratio": _ratio(med, "jobhook"),
         "pg_ratio": _ratio(med, "jobhook-pg"),
         "sustained": sustained,
+        "rate_phases": rated,
         "sizes": sizes,
     }
 
