@@ -234,13 +234,13 @@ def run_rate(
                            stamp=lambda n: int(written + n / one.rate))  # fmt: skip
     write_seconds = time.time() - written
     waited = quiesce()
-    cpu, load = service.cpu_seconds(), os.getloadavg()[0]
+    cpu, load, sender = service.cpu_seconds(), os.getloadavg()[0], time.process_time()
     with Sizes(db) as sizes, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         record = runner.run(loadgen.run("127.0.0.1", service.port,
                                         request_lines(Path(f"{prefix}.0"), "127.0.0.1",
                                                       service.port), one.rate,
                                         connections=args.connections))  # fmt: skip
-    cpu = service.cpu_seconds() - cpu
+    cpu, sender = service.cpu_seconds() - cpu, time.process_time() - sender
     Path(f"{prefix}.0").unlink(missing_ok=True)
     phases = phase_figures(record, one.rate, one.phases, one.phase_seconds)
     for figures, size in zip(phases, sizes.per_phase(record.start, one.phases,
@@ -258,6 +258,8 @@ def run_rate(
         "worst_late_ms": record.lag.worst * 1000,
         "sender_behind": sender_behind(record.lag, RATE_P99_MS.get(one.percent)),
         "cpu_us_per_request": cpu / max(len(record.status), 1) * 1e6,
+        "sender_cpu_us_per_request": sender / max(len(record.status), 1) * 1e6,
+        "sender_core_share": sender / (one.phases * one.phase_seconds),
         "load_average": round((load + os.getloadavg()[0]) / 2, 2),
         "write_seconds": round(write_seconds, 1),
         "quiesce_seconds": round(waited, 1),
@@ -304,8 +306,10 @@ def show(results: list[dict[str, Any]], workload_name: str) -> None:
         report.console.print(
             f"  {result['percent']:g} %: {sender}{result['late_sends']:,} of "
             f"{result['sends']:,} sends late (> {loadgen.LATE_AFTER * 1000:g} ms), worst "
-            f"{result['worst_late_ms']:.1f} ms; CPU {result['cpu_us_per_request']:,.0f} us a "
-            f"request; {ingest_report.summary_line(result['checks'])}"
+            f"{result['worst_late_ms']:.1f} ms (its CPU {result['sender_cpu_us_per_request']:,.0f} "
+            f"us a request, {result['sender_core_share']:.0%} of a core); jobhook's CPU "
+            f"{result['cpu_us_per_request']:,.0f} us a request; "
+            f"{ingest_report.summary_line(result['checks'])}"
         )
 
 
