@@ -72,6 +72,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "phase a row (default 60: a minute; shorter for smoke runs only)",
     )  # fmt: skip
     parser.add_argument("--no-postgres", action="store_true", help="ingest: no PostgreSQL row")
+    parser.add_argument(
+        "--no-confirming", action="store_true",
+        help="ingest: no jobhook-confirming row (a source whose job API, the simulator on "
+        "loopback, confirms every completion and answers its result inline)",
+    )  # fmt: skip
     parser.add_argument("--floor", action="store_true", help="ingest: add the floor's row")
     parser.add_argument(
         "--quick", action="store_true",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from bench import report, workload
@@ -35,6 +36,72 @@ def commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
+
+
+QUIET_LOAD = 0.5
+"""A load average (1 minute) at or above this before the run: the machine was not quiet."""
+
+
+def header(
+    *, measured_on: str, load_before: tuple[float, float, float], jobs: int, ids: str,
+    store_bytes: int, args: argparse.Namespace, at: float | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """What a stranger needs to run the same benchmark and compare: the commit, the date, the
+    store (its size, its jobs, how it was filled, its message ids), the phases' lengths, the
+    bare server's settings, and the load average before the run."""
+    from importlib.metadata import version
+
+    from bench import bare, prefill, wrk
+
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    if jobs:
+        kind = MESSAGE_IDS.get(args.workload, ids)
+        filled = (
+            f"prefilled with {jobs:,} jobs (a month of traffic, bench.prefill generator "
+            f"{prefill.GENERATOR}, loaded without HTTP), {kind}; a fresh copy per row"
+        )
+    else:
+        filled = "empty (a new store)"
+    rate = (f"{', '.join(f'{p:g} %' for p in args.rate_phases)} of the saturated rate, "
+            f"{args.rate_minutes} x {args.phase_seconds} s each, open loop"
+            if args.rate_phases else "none")  # fmt: skip
+    sustained = (f"{args.sustain_minutes} x {args.phase_seconds} s from {args.sustain_from}"
+                 if args.sustain_minutes else "none")  # fmt: skip
+    options = ", ".join(f"{k}={v}" for k, v in bare.OPTIONS.items() if k != "host")
+    servers = ", ".join(f"{m} {version(m)}" for m in ("uvicorn", "uvloop", "httptools",
+                                                       "starlette"))  # fmt: skip
+    return {
+        "commit": measured_on,
+        "date": when,
+        "load_before": list(load_before),
+        "quiet": load_before[0] < QUIET_LOAD,
+        "store_bytes": store_bytes,
+        "store": filled,
+        "jobs": jobs,
+        "message_ids": ids if jobs else None,
+        "workload": args.workload,
+        "rounds": f"a 3 s warm-up, then {args.rounds} rounds x {args.seconds:g} s per row, "
+                  f"wrk -t{wrk.THREADS} -c{args.connections}, the rows taking turns",
+        "sustained": sustained,
+        "rate_phases": rate,
+        "bare": f"bench/bare.py: uvicorn, 1 process, 1 worker, {options}; {servers}",
+    }  # fmt: skip
+
+
+def header_lines(facts: dict[str, Any]) -> list[str]:
+    """The header's lines, a warning first when the machine was not quiet."""
+    load = ", ".join(f"{x:.2f}" for x in facts["load_before"])
+    warning = [] if facts["quiet"] else [
+        f"[red]WARNING: not quiet[/red]: load average {load} before the run (>= {QUIET_LOAD}): "
+        "figures from a busy machine are not results"]  # fmt: skip
+    return [
+        *warning,
+        f"commit {facts['commit']}, {facts['date']}; load average before the run {load}",
+        f"store: {facts['store_bytes'] / 1e6:,.0f} MB, {facts['store']}",
+        f"phases: {facts['rounds']}; sustained: {facts['sustained']}; rate phases: "
+        f"{facts['rate_phases']}",
+        f"bare server: {facts['bare']}",
+    ]
 
 
 def _out(argv: list[str]) -> str:
@@ -195,8 +262,11 @@ def summarise(
     jobs: int,
     description: str,
     measured_on: str,
+    facts: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     med = medians(rounds)
+    for line in header_lines(facts) if facts else []:
+        report.console.print(line)
     variant = (f"; row jobhook-random-ids: {workload.DESCRIPTION['random-ids']}, into a store "
                "prefilled with such ids" if "jobhook-random-ids" in rounds else "")  # fmt: skip
     report.console.print(
@@ -232,7 +302,11 @@ def summarise(
         random_p99 = med["jobhook-random-ids"]["p99_us"] / 1000
         table.append(["(jobhook on random message ids: x bare, p99)",
                       f"{random_ratio:.2f}, p99 {random_p99:.1f} ms", "variant"])  # fmt: skip
+    table += confirming_rows(med, rounds)
     report.show("ingest targets", ["target", "measured", "verdict"], table)
+    confirming = confirming_line(rounds.get(CONFIRMING, []))
+    if confirming:
+        report.console.print(confirming)
     pg_runs = rounds.get("jobhook-pg", [])
     if pg_runs and all("server_cpu_us_per_request" in r for r in pg_runs):
         server = report.median([r["server_cpu_us_per_request"] for r in pg_runs])
@@ -249,6 +323,7 @@ def summarise(
           s.get("after", 0) / 1e6] for name, s in sizes.items()],
     )  # fmt: skip
     return {
+        "header": facts,
         "workload": args.workload,
         "description": description,
         "prefilled_jobs": jobs,
@@ -277,6 +352,41 @@ def minute_rows(minutes: list[dict[str, Any]]) -> list[list[Any]]:
              errors(m), m["store_bytes"] / 1e6, m["wal_bytes"] / 2**20,
              m["wal_peak_bytes"] / 2**20, m.get("idle_before_seconds", float("nan")),
              m["load_average"]] for n, m in enumerate(minutes, 1)]  # fmt: skip
+
+
+CONFIRMING = "jobhook-confirming"
+
+
+def confirming_rows(
+    med: dict[str, dict[str, float]], rounds: dict[str, list[dict[str, Any]]]
+) -> list[list[str]]:
+    """The confirming row beside jobhook's: x bare, x adnanh (medians, and round by round), p99."""
+    if CONFIRMING not in med:
+        return []
+    ratios = round_ratios(rounds, CONFIRMING, "adnanh")
+    each = f" (rounds {', '.join(f'{r:.2f}' for r in ratios)})" if ratios else ""
+    text = (f"{_ratio(med, CONFIRMING):.2f} x bare, {_ratio(med, CONFIRMING, 'adnanh'):.2f} x "
+            f"adnanh{each}, p99 {med[CONFIRMING]['p99_us'] / 1000:.1f} ms; jobhook row "
+            f"{_ratio(med, 'jobhook'):.2f} x bare")  # fmt: skip
+    return [["(jobhook confirming every completion with a job API: x bare, x adnanh, p99)",
+             text, "variant"]]  # fmt: skip
+
+
+def confirming_line(runs: list[dict[str, Any]]) -> str:
+    """What the confirming row's job API did in its rounds: confirmations answered, those still
+    waiting at each round's end, the simulator's CPU a webhook (a remote API's, in a
+    deployment: on this machine it takes the cores the row is measured on)."""
+    if not runs or not all("job_api_requests_after" in r for r in runs):
+        return ""
+    answered = sum(r["job_api_requests_after"] - r["job_api_requests_before"] for r in runs)
+    webhooks = sum(r["requests"] for r in runs)
+    waiting = ", ".join(f"{r['confirmations_waiting_after']:,.0f}" for r in runs)
+    sim = report.median([r["beside_cpu_us_per_request"] for r in runs])
+    return (
+        f"{CONFIRMING}: the job API answered {answered:,.0f} confirmations during its "
+        f"rounds' {webhooks:,} webhooks; waiting at each round's end: {waiting}; the "
+        f"simulator's CPU {sim:,.0f} us a webhook (on the same cores)"
+    )
 
 
 def _show_minutes(run: str, minutes: list[dict[str, Any]], workload_name: str) -> None:

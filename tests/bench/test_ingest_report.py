@@ -218,3 +218,56 @@ def test_wal_peak_of_a_missing_file_is_zero(tmp_path: Path) -> None:
     with ingest.WalPeak(tmp_path / "none-wal", interval=0.01) as peak:
         pass
     assert peak.peak == 0
+
+
+def test_the_confirming_row_is_shown_beside_jobhook_over_bare_and_adnanh() -> None:
+    rounds = _rounds(bare=[10_000.0] * 2, adnanh=[4_000.0] * 2, jobhook=[3_000.0] * 2,
+                     **{"jobhook-confirming": [2_000.0, 2_400.0]})  # fmt: skip
+    (row,) = ingest_report.confirming_rows(ingest_report.medians(rounds), rounds)
+    assert row[1] == ("0.22 x bare, 0.55 x adnanh (rounds 0.50, 0.60), p99 5.0 ms; jobhook row "
+                      "0.30 x bare")  # fmt: skip
+    assert ingest_report.confirming_rows(ingest_report.medians(_rounds(bare=[1.0])), {}) == []
+
+
+def test_the_confirming_line_sums_the_job_api_answers_of_its_rounds() -> None:
+    runs = [_figures(2_000.0) | {"requests": 20_000, "job_api_requests_before": 0.0,
+                                 "job_api_requests_after": 15_000.0,
+                                 "confirmations_waiting_after": 5_000.0,
+                                 "beside_cpu_us_per_request": 40.0},
+            _figures(2_000.0) | {"requests": 20_000, "job_api_requests_before": 16_000.0,
+                                 "job_api_requests_after": 36_000.0,
+                                 "confirmations_waiting_after": 100.0,
+                                 "beside_cpu_us_per_request": 60.0}]  # fmt: skip
+    line = ingest_report.confirming_line(runs)
+    assert "answered 35,000 confirmations during its rounds' 40,000 webhooks" in line
+    assert "waiting at each round's end: 5,000, 100" in line
+    assert "simulator's CPU 50 us a webhook" in line
+    assert ingest_report.confirming_line([]) == ""
+
+
+def test_the_header_says_what_was_measured_and_warns_when_not_quiet() -> None:
+    from bench.__main__ import parse
+
+    args = parse(["ingest", "--quick", "--rate-phases", "25,50", "--rate-minutes", "3",
+                  "--phase-seconds", "5", "--sustain-minutes", "2"])  # fmt: skip
+    facts = ingest_report.header(measured_on="abc1234", load_before=(0.7, 0.4, 0.2), jobs=1000,
+                                 ids="ksuid", store_bytes=2_500_000, args=args,
+                                 at=0.0)  # fmt: skip
+    lines = ingest_report.header_lines(facts)
+    assert lines[0].startswith("[red]WARNING: not quiet[/red]: load average 0.70, 0.40, 0.20")
+    assert (
+        lines[1] == "commit abc1234, 1970-01-01 00:00:00 UTC; load average before the run "
+        "0.70, 0.40, 0.20"
+    )
+    assert lines[2].startswith("store: 2 MB, prefilled with 1,000 jobs (a month of traffic")
+    assert "Svix KSUID message ids" in lines[2]
+    assert "2 rounds x 5 s per row, wrk -t2 -c32" in lines[3]
+    assert "sustained: 2 x 5 s from both" in lines[3]
+    assert "rate phases: 25 %, 50 % of the saturated rate, 3 x 5 s each, open loop" in lines[3]
+    assert "loop=uvloop, http=httptools" in lines[4]
+    assert "access_log=False" in lines[4]
+    quiet = ingest_report.header(measured_on="x", load_before=(0.49, 0.0, 0.0), jobs=0,
+                                 ids="ksuid", store_bytes=0, args=args)  # fmt: skip
+    assert quiet["quiet"]
+    assert not ingest_report.header_lines(quiet)[0].startswith("[red]")
+    assert quiet["store"] == "empty (a new store)"
