@@ -179,3 +179,24 @@ def test_request_lines_make_the_signed_requests_loadgen_sends(tmp_path: Path) ->
 def test_a_namespace_without_rate_phases_runs_none() -> None:
     assert phases.target_rows([]) == []
     assert not argparse.Namespace(rate_phases=()).rate_phases
+
+
+@pytest.mark.slow
+def test_a_short_fixed_rate_on_a_real_jobhook(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The real thing, short: jobhook serve on an empty store, 25 % of a made-up 200 req/s
+    for two phases of a second; every request answered 2xx and counted in its phase."""
+    from bench import ingest
+
+    monkeypatch.setattr(ingest, "QUIET_TIMEOUT", 0.5)  # a shared machine: no long wait for idle
+    service = ingest._jobhook_sqlite(tmp_path)
+    args = argparse.Namespace(workload="realistic", connections=4)
+    (one,) = phases.plan(200.0, (25.0,), phases=2, phase_seconds=1)
+    with ingest.running([service], {service.name: "/readyz"}):
+        result = phases.run_rate(service, tmp_path / "jobhook.db", one, tmp_path, args)
+    assert [p["requests"] for p in result["phases"]] == [50, 50]
+    assert sum(p["answers"] for p in result["phases"]) == 100
+    assert [p["not_2xx"] for p in result["phases"]] == [0, 0]
+    assert result["phases"][1]["store_bytes"] > 0
+    assert result["checks"][2] == ("25 % of saturated: every answer 2xx", "0 of 100 not 2xx", True)
+    assert not (tmp_path / "rate-25.0").exists()  # the request file is removed after the run
