@@ -13,7 +13,7 @@ import argparse
 import importlib
 import time
 
-from bench import report, workload
+from bench import phases, report, workload
 
 BENCHMARKS = {
     "ingest": "bench.ingest",
@@ -57,7 +57,26 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="ingest: the sustained load's store: the rounds' prefilled one, a fresh empty one, "
         "or both, one after the other (default)",
     )  # fmt: skip
+    parser.add_argument(
+        "--rate-phases", type=phases.parse_percentages, default=(), metavar="P,P",
+        help="ingest: after the rounds, send jobhook (SQLite) webhooks open loop at these "
+        "percentages of its saturated rate (the rounds' median), e.g. 25,50 (default: none)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rate-minutes", type=int, default=10, metavar="N",
+        help="ingest: phases (of --phase-seconds) at each --rate-phases rate (default 10)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--phase-seconds", type=int, default=60, metavar="S",
+        help="ingest: the length of one phase of the sustained and rate-phase runs, reported a "
+        "phase a row (default 60: a minute; shorter for smoke runs only)",
+    )  # fmt: skip
     parser.add_argument("--no-postgres", action="store_true", help="ingest: no PostgreSQL row")
+    parser.add_argument(
+        "--no-confirming", action="store_true",
+        help="ingest: no jobhook-confirming row (a source whose job API, the simulator on "
+        "loopback, confirms every completion and answers its result inline)",
+    )  # fmt: skip
     parser.add_argument("--floor", action="store_true", help="ingest: add the floor's row")
     parser.add_argument(
         "--quick", action="store_true",
@@ -77,6 +96,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds, args.seconds = 2, 5.0
     if args.sustain_minutes is None:
         args.sustain_minutes = 0 if args.quick else 10
+    if args.phase_seconds < 1:
+        parser.error("--phase-seconds must be at least 1")
+    if args.rate_minutes < 1:
+        parser.error("--rate-minutes must be at least 1")
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")

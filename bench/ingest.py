@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil  # type: ignore[import-untyped]
 
-from bench import adnanh, ingest_report, procs, report, signing, workload, wrk
+from bench import adnanh, ingest_report, phases, procs, report, signing, workload, wrk
 from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 
 if TYPE_CHECKING:
@@ -57,15 +57,27 @@ def _measure(
     """One wrk run of ``seconds`` (default ``args.seconds``) on fresh requests of the workload
     (the random-ids variant for that row); with ``wal``, that file's peak size while it ran."""
     seconds = args.seconds if seconds is None else seconds
+    entered = time.perf_counter()
     name = "random-ids" if service.name == RANDOM_IDS else args.workload
-    kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, name)
+    job_ids = iter(service.job_ids(count)) if service.job_ids is not None else None
+    kinds = signing.write_requests(prefix, tag, count, wrk.THREADS, name, job_ids=job_ids)
     waited = quiesce()
+    idle = time.perf_counter() - entered
     server = postgres_cpu_seconds() if service.name == "jobhook-pg" else 0.0
+    before = service.probe() if service.probe is not None else {}
+    beside = service.beside.cpu_seconds() if service.beside is not None else 0.0
     cpu = service.cpu_seconds()
     load = os.getloadavg()[0]
     with WalPeak(wal) if wal is not None else contextlib.nullcontext() as peak:
         figures = wrk.run(service.url + "/webhooks/reducto", prefix,
                           connections=args.connections, seconds=seconds)  # fmt: skip
+    if service.beside is not None:
+        beside = service.beside.cpu_seconds() - beside
+        figures["beside_cpu_us_per_request"] = beside / figures["requests"] * 1e6
+    if service.probe is not None:
+        after = service.probe()
+        figures |= {f"{k}_before": v for k, v in before.items()}
+        figures |= {f"{k}_after": v for k, v in after.items()}
     if peak is not None:
         figures["wal_peak_bytes"] = peak.peak
     figures["cpu_us_per_request"] = (service.cpu_seconds() - cpu) / figures["requests"] * 1e6
@@ -75,6 +87,8 @@ def _measure(
     figures["load_average"] = round((load + os.getloadavg()[0]) / 2, 2)
     figures["kinds"] = kinds
     figures["quiesce_seconds"] = round(waited, 1)
+    figures["idle_before_seconds"] = round(idle, 1)  # writing the requests, then quiescing
+    figures["seconds"] = seconds
     return figures
 
 
@@ -168,6 +182,70 @@ def _sqlite_size(db: Path) -> int:
     return sum(p.stat().st_size for p in (db, Path(f"{db}-wal")) if p.exists())
 
 
+CONFIRMING = "jobhook-confirming"
+"""The row of jobhook on SQLite whose source names a job API (the simulator) that confirms
+every completion and answers its result inline, as a deployment's does."""
+UNBUDGETED = 6_000_000
+"""Requests a minute the simulator allows and jobhook may make: no budget holds a completion
+back, so each is confirmed as soon as the dispatcher gets to it."""
+SIM_JOBS_CHUNK = 100_000  # the most ``POST /_sim/jobs`` makes at once
+
+
+def _confirming(work: Path, jobs: int, ids: str) -> tuple[procs.Service, procs.Service]:
+    """The simulator (Reducto, terminal jobs of one page with a small inline result, no budget)
+    and jobhook on a copy of the rounds' prefilled store, its Reducto source confirming with
+    it; the row's new jobs are created in the simulator before each run."""
+    directory = work / "confirming"
+    directory.mkdir()
+    db = directory / "jobhook.db"
+    if jobs:
+        copy_store(ensure_prefilled(CACHE / file_name(jobs, ids), jobs, ids), db)
+    sim = procs.simulator(directory, procs.free_port(), "--requests-per-minute",
+                          str(UNBUDGETED), "--result", "inline", "--pages", "1",
+                          "--duration", "0")  # fmt: skip
+    port = procs.free_port()
+    config = procs.jobhook_config(directory, port, api_base_url=sim.url,
+                                  poll={"requests_per_minute": UNBUDGETED})  # fmt: skip
+    service = procs.jobhook(directory, config, port, name=CONFIRMING)
+    service.job_ids = lambda count: sim_jobs(sim.url, count)
+    service.beside = sim
+    service.probe = lambda: confirmations(sim.url, db)
+    return sim, service
+
+
+def sim_jobs(url: str, count: int) -> list[str]:
+    """``count`` finished jobs made in the simulator at ``url``; their ids."""
+    import httpx
+
+    ids: list[str] = []
+    with httpx.Client(base_url=url, trust_env=False, timeout=300) as client:
+        while len(ids) < count:
+            n = min(SIM_JOBS_CHUNK, count - len(ids))
+            answer = client.post("/_sim/jobs", json={"count": n, "duration": 0,
+                                                     "result": "inline", "pages": 1})  # fmt: skip
+            answer.raise_for_status()
+            ids += answer.json()["job_ids"]
+    return ids
+
+
+def confirmations(url: str, db: Path) -> dict[str, float]:
+    """Requests the simulator's job API has answered so far, and the completions of ``db``
+    still waiting for their confirmation."""
+    import sqlite3
+
+    import httpx
+
+    with httpx.Client(base_url=url, trust_env=False, timeout=60) as client:
+        seq = client.get("/_sim/log", params={"since": 2**62}).json()["last_seq"]
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        query = "SELECT count(*) FROM completions WHERE phase = 'resolving'"
+        (waiting,) = conn.execute(query).fetchone()
+    finally:
+        conn.close()
+    return {"job_api_requests": float(seq), "confirmations_waiting": float(waiting)}
+
+
 def _jobhook_sqlite(directory: Path, name: str = "jobhook") -> procs.Service:
     """``jobhook serve`` on the SQLite store ``directory``/jobhook.db, on a free port: every
     SQLite row and sustained run is served this one way."""
@@ -179,21 +257,29 @@ def sustain(
     service: procs.Service, db: Path, run: str, rate: float, work: Path,
     args: argparse.Namespace,
 ) -> list[dict[str, Any]]:  # fmt: skip
-    """``args.sustain_minutes`` one-minute wrk runs on ``service`` (its store ``db``), each
-    written for the fastest rate seen so far (``rate`` before the first); each minute's
-    figures with the store's size and its WAL file's size at the end and peak."""
+    """``args.sustain_minutes`` wrk runs of ``args.phase_seconds`` (a minute unless a smoke
+    run says otherwise) on ``service`` (its store ``db``), each written for the fastest rate
+    seen so far (``rate`` before the first); each minute's figures with the store's size and
+    its WAL file's size at the end and peak.
+
+    Each minute is a wrk run of its own: between two of them the server has no load while the
+    next minute's requests are written and the machine quiesces (``idle_before_seconds``)."""
     minutes: list[dict[str, Any]] = []
     wal = Path(f"{db}-wal")
+    seconds = args.phase_seconds
     for minute in range(args.sustain_minutes):
-        count = int(rate * 60 * HEADROOM) + 1000
-        figures = _measure(service, work / "req", f"s-{run}-{minute}", count, args, 60, wal)
+        count = int(rate * seconds * HEADROOM) + 1000
+        figures = _measure(service, work / "req", f"s-{run}-{minute}", count, args, seconds,
+                           wal)  # fmt: skip
         figures["store_bytes"] = _sqlite_size(db)
         figures["wal_bytes"] = wal.stat().st_size if wal.exists() else 0
         minutes.append(figures)
         rate = max(m["rps"] for m in minutes)
         report.console.print(
             f"  sustained ({run}) minute {minute + 1}/{args.sustain_minutes}: "
-            f"{figures['rps']:,.0f} req/s, p99 {figures['p99_us'] / 1000:.1f} ms, "
+            f"{figures['rps']:,.0f} req/s, p50 {figures['p50_us'] / 1000:.1f} ms, "
+            f"p99 {figures['p99_us'] / 1000:.1f} ms, p99.9 {figures['p999_us'] / 1000:.1f} ms, "
+            f"{ingest_report.errors(figures):,} not 2xx, "
             f"store {figures['store_bytes'] / 1e6:,.0f} MB (WAL "
             f"{figures['wal_bytes'] / 2**20:,.0f} MiB, peak "
             f"{figures['wal_peak_bytes'] / 2**20:,.0f}), load {figures['load_average']}"
@@ -211,6 +297,7 @@ def _sustain_empty(work: Path, rate: float, args: argparse.Namespace) -> list[di
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()  # before the benchmark's own work: the machine's own load
     wrk.require_wrk()
     measured_on = ingest_report.commit()  # now: the services start from this code
     work = procs.workdir("ingest")
@@ -221,6 +308,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ids = workload.MESSAGE_IDS.get(args.workload, "ksuid")
     if jobs:
         copy_store(ensure_prefilled(CACHE / file_name(jobs, ids), jobs, ids), db)
+    facts = ingest_report.header(measured_on=measured_on, load_before=load_before, jobs=jobs,
+                                 ids=ids, store_bytes=_sqlite_size(db) if jobs else 0,
+                                 args=args)  # fmt: skip
+    for line in ingest_report.header_lines(facts):
+        report.console.print(line)
     services = [procs.bare(work), _verify(work)]
     exe = adnanh.binary()
     if exe:
@@ -241,6 +333,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             source = ensure_prefilled(CACHE / file_name(jobs, "random"), jobs, "random")
             copy_store(source, random_db)
         services.append(_jobhook_sqlite(random_dir, RANDOM_IDS))
+    helpers: list[procs.Service] = []
+    if not args.no_confirming:
+        sim, confirming = _confirming(work, jobs, ids)
+        helpers.append(sim)
+        services.append(confirming)
+        confirming_db = work / "confirming" / "jobhook.db"
     if args.no_postgres:
         pg, pg_url = None, "skipped (--no-postgres)"
     elif args.workload == "random-ids":
@@ -260,15 +358,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sizes[RANDOM_IDS] = {"before": _sqlite_size(random_db) if jobs else 0}
     if pg is not None:
         sizes["jobhook-pg"] = {"before": _pg_size()}
+    if not args.no_confirming:
+        sizes[CONFIRMING] = {"before": _sqlite_size(confirming_db) if jobs else 0}
     rounds: dict[str, list[dict[str, Any]]] = {s.name: [] for s in services}
     sustained: dict[str, list[dict[str, Any]]] = {}
     runs = ("prefilled", "empty") if args.sustain_from == "both" else (args.sustain_from,)
     ready = {s.name: ("/" if s.name == "adnanh" else "/readyz") for s in services}
-    with running(services, ready):
+    ready |= {s.name: "/_sim" for s in helpers}
+    with running([*helpers, *services], ready):
         best = take_turns(services, rounds, work, args)
         sizes["jobhook"]["after_rounds"] = _sqlite_size(db)
+        rated: list[dict[str, Any]] = []
+        if args.rate_phases:
+            saturated = report.median([r["rps"] for r in rounds["jobhook"]])
+            rated = phases.run(jobhook, db, saturated, work, args)
+            sizes["jobhook"]["after_rate_phases"] = _sqlite_size(db)
         if random_db is not None:
             sizes[RANDOM_IDS]["after"] = _sqlite_size(random_db)
+        if not args.no_confirming:
+            sizes[CONFIRMING]["after"] = _sqlite_size(confirming_db)
         if args.sustain_minutes and "prefilled" in runs:
             sustained["prefilled"] = sustain(jobhook, db, "prefilled", best["jobhook"], work,
                                              args)  # fmt: skip
@@ -287,12 +395,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return ingest_report.summarise(
         rounds,
         sustained,
+        rated,
         sizes,
         notes,
         args,
         jobs,
         workload.DESCRIPTION[args.workload],
         measured_on,
+        facts,
     )
 
 

@@ -79,7 +79,8 @@ def _round(
         "before_2xx": sum(1 for d in delays if d < 0),
         "answer_p50_ms": report.percentile(waits, 50),
         "answer_p99_ms": report.percentile(waits, 99),
-        "sender_lag_ms": lag * 1000,
+        "sender_lag_ms": lag.worst * 1000,
+        "sender_late": lag.late,
         "fsync_p99_ms": report.percentile(probe.samples, 99),
         "fsync_max_ms": max(probe.samples, default=float("nan")),
     }

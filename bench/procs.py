@@ -22,7 +22,7 @@ from receiver.service.serving import free_port as free_port  # re-exported for t
 from tests.support import SECRET as SECRET  # the README example secret: loopback only
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 API_KEY = "bench-api-key"
 BIN = Path(sys.executable).parent
@@ -116,6 +116,13 @@ class Service:
     env: dict[str, str] = field(default_factory=environment)
     proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
+    job_ids: Callable[[int], list[str]] | None = None
+    """Where this row's new jobs get their ids (``count`` of them), when a job API must know
+    them; None: the workload's own random ids."""
+    beside: Service | None = None
+    """A process this row needs (the simulated job API), its CPU counted apart from the row's."""
+    probe: Callable[[], dict[str, float]] | None = None
+    """Figures read before and after each of this row's runs (``<name>_before``/``_after``)."""
 
     @property
     def url(self) -> str:

@@ -13,6 +13,7 @@ from bench import workload
 from tests.support import SECRET, reducto_body
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 _KEY = base64.b64decode(SECRET.removeprefix("whsec_"))
@@ -31,15 +32,21 @@ def sign(message_id: str, timestamp: str, text: str) -> str:
 
 
 def write_requests(
-    prefix: Path, tag: str, count: int, files: int, workload_name: str = "sequential"
-) -> dict[str, int]:
+    prefix: Path, tag: str, count: int, files: int, workload_name: str = "sequential", *,
+    job_ids: Iterator[str] | None = None, stamp: Callable[[int], int] | None = None,
+) -> dict[str, int]:  # fmt: skip
     """``count`` webhooks of the workload, dealt over ``files`` files for wrk; how many of
-    each kind (new, processing, retry) were written."""
-    ts = str(int(datetime.now(tz=UTC).timestamp()))
+    each kind (new, processing, retry) were written. New jobs take their ids from ``job_ids``
+    when given (fewer webhooks are written should it run out); each request is signed at
+    ``stamp(n)`` (Unix seconds) when given, else all of them now: a run longer than Svix's
+    five minutes of tolerance stamps each with the time it is due."""
+    now = str(int(datetime.now(tz=UTC).timestamp()))
     kinds: dict[str, int] = {}
     outs = [open(f"{prefix}.{i}", "w", encoding="utf-8") for i in range(files)]  # noqa: SIM115
     try:
-        for n, hook in enumerate(islice(workload.stream(workload_name, tag), count)):
+        hooks = workload.stream(workload_name, tag, job_ids)
+        for n, hook in enumerate(islice(hooks, count)):
+            ts = now if stamp is None else str(stamp(n))
             signature = sign(hook.message_id, ts, hook.body)
             outs[n % files].write(f"{hook.message_id}\t{ts}\t{signature}\t{hook.body}\n")
             kinds[hook.kind] = kinds.get(hook.kind, 0) + 1

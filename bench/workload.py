@@ -132,9 +132,13 @@ class Webhook:
     """new (a job's terminal event), processing (a non-terminal update) or retry (a duplicate)."""
 
 
-def realistic(seed: int | None = None, ids: str = "ksuid") -> Iterator[Webhook]:
+def realistic(
+    seed: int | None = None, ids: str = "ksuid", job_ids: Iterator[str] | None = None
+) -> Iterator[Webhook]:
     """An endless stream of webhooks in the realistic mix (see the module's docstring), with
-    message ids of the kind ``ids`` (``ksuid`` or ``random``), each made as it is yielded."""
+    message ids of the kind ``ids`` (``ksuid`` or ``random``), each made as it is yielded; each
+    new job's id is the next of ``job_ids`` when given (jobs a simulated job API knows), else a
+    random one in a provider's shape. The stream ends when ``job_ids`` does."""
     rng = random.Random(seed)
     sent: list[Webhook] = []
     pending: list[tuple[str, str]] = []  # (job, terminal body): jobs that had their InProgress
@@ -148,7 +152,10 @@ def realistic(seed: int | None = None, ids: str = "ksuid") -> Iterator[Webhook]:
             job, text = pending.pop(rng.randrange(len(pending)))
             hook = Webhook(message_id(rng, ids), job, text, "new")
         else:
-            job, meta = job_id(rng), metadata(rng)
+            job = job_id(rng) if job_ids is None else next(job_ids, "")
+            if not job:
+                return
+            meta = metadata(rng)
             status = "Completed" if rng.random() < 0.95 else "Failed"
             text = body(job, status, meta)
             if rng.random() < PROCESSING_SHARE / (1 - RETRY_SHARE - PROCESSING_SHARE):
@@ -163,16 +170,19 @@ def realistic(seed: int | None = None, ids: str = "ksuid") -> Iterator[Webhook]:
         yield hook
 
 
-def sequential(tag: str) -> Iterator[Webhook]:
+def sequential(tag: str, job_ids: Iterator[str] | None = None) -> Iterator[Webhook]:
     n = 0
     while True:
-        job = f"{tag}-{n:07d}"
+        job = f"{tag}-{n:07d}" if job_ids is None else next(job_ids, "")
+        if not job:
+            return
         text = json.dumps({"status": "Completed", "job_id": job, "metadata": {"user_id": "123"}})
         yield Webhook(f"msg_{job}", job, text, "new")
         n += 1
 
 
-def stream(workload: str, tag: str) -> Iterator[Webhook]:
+def stream(workload: str, tag: str, job_ids: Iterator[str] | None = None) -> Iterator[Webhook]:
+    """The workload's webhooks; new jobs take their ids from ``job_ids`` when given."""
     if workload == "sequential":
-        return sequential(tag)
-    return realistic(secrets.randbits(32), MESSAGE_IDS[workload])
+        return sequential(tag, job_ids)
+    return realistic(secrets.randbits(32), MESSAGE_IDS[workload], job_ids)

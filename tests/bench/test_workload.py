@@ -57,3 +57,25 @@ def test_request_files_carry_the_workload_s_message_ids(tmp_path: Path) -> None:
         leading[name] = {line.removeprefix("msg_")[:4] for line in lines}
     assert len(leading["realistic"]) <= 2  # one time's prefix (two if it turned meanwhile)
     assert len(leading["random-ids"]) > 300
+
+
+def test_new_jobs_take_the_ids_given_and_the_stream_ends_with_them() -> None:
+    given = [f"sim-{n}" for n in range(500)]
+    hooks = list(workload.realistic(3, "ksuid", iter(given)))
+    firsts = [h.job_id for h in hooks if h.kind != "retry"]
+    assert set(firsts) <= set(given)  # every job is one the job API knows
+    assert [j for j in dict.fromkeys(firsts)] == given[: len(dict.fromkeys(firsts))]
+    assert len(set(firsts)) >= 495  # all of them, but for the jobs still waiting for their end
+    sequential = list(workload.sequential("t", iter(["a", "b"])))
+    assert [h.job_id for h in sequential] == ["a", "b"]
+
+
+def test_requests_can_be_stamped_each_with_its_own_time(tmp_path: Path) -> None:
+    now = int(time.time())
+    signing.write_requests(tmp_path / "req", "t", 30, 1, "realistic",
+                           stamp=lambda n: now + n // 10)  # fmt: skip
+    lines = (tmp_path / "req.0").read_text().splitlines()
+    stamps = [int(line.split("\t")[1]) for line in lines]
+    assert stamps == [now + n // 10 for n in range(30)]
+    message_id, ts, signature, body = lines[-1].split("\t")
+    assert signature == signing.sign(message_id, ts, body)
