@@ -50,11 +50,15 @@ async def _store_url(kind: str) -> AsyncIterator[str]:
 async def client(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[httpx.AsyncClient]:
-    """A served app with jobs docs/d1, docs/d2 and billing/b1, each delivered."""
+    """A served app with jobs docs/doc-one, docs/doc-two and billing/bill-one, each delivered."""
     async with _store_url(request.param) as store:
         app = create_app(load_settings(sources_config(tmp_path, store), environ={}))
         async with live_server(app) as url, httpx.AsyncClient(base_url=url) as c:
-            for source, job_id in (("docs", "d1"), ("docs", "d2"), ("billing", "b1")):
+            for source, job_id in (
+                ("docs", "doc-one"),
+                ("docs", "doc-two"),
+                ("billing", "bill-one"),
+            ):
                 await deliver_to(c, source, job_id)
                 await _delivered(c, source, job_id)
             yield c
@@ -81,34 +85,37 @@ async def _events(c: httpx.AsyncClient, headers: dict[str, str]) -> list[str]:
 async def test_a_limited_token_reads_only_its_sources_jobs(client: httpx.AsyncClient) -> None:
     c = client
     assert sorted(_ids((await c.get("/jobs", headers=BOSS)).json())) == [
-        "billing/b1", "docs/d1", "docs/d2"
+        "billing/bill-one", "docs/doc-one", "docs/doc-two"
     ]  # fmt: skip
     first = (await c.get("/jobs", params={"limit": 1}, headers=TEAM)).json()
     rest = (await c.get("/jobs", params={"cursor": first["next_cursor"]}, headers=TEAM)).json()
-    assert sorted(_ids(first) + _ids(rest)) == ["docs/d1", "docs/d2"]
+    assert sorted(_ids(first) + _ids(rest)) == ["docs/doc-one", "docs/doc-two"]
     assert rest["next_cursor"] is None
     assert _ids((await c.get("/jobs", params={"source": "billing"}, headers=TEAM)).json()) == []
     # Another source's job answers exactly as a job that does not exist.
-    other = await c.get("/jobs/billing/b1", headers=TEAM)
-    missing = await c.get("/jobs/billing/b1", headers=BOSS)
+    other = await c.get("/jobs/billing/bill-one", headers=TEAM)
+    missing = await c.get("/jobs/billing/bill-one", headers=BOSS)
     assert (await c.get("/jobs/billing/nope", headers=BOSS)).status_code == 404
     assert missing.status_code == 200
     assert (other.status_code, other.json()) == (404, {
-        "error": "unknown_job", "detail": "no job 'b1' of source 'billing'"})  # fmt: skip
-    assert (await c.get("/jobs/docs/d1", headers=TEAM)).status_code == 200
-    wait = await c.get("/jobs/billing/b1/wait", params={"timeout": 0}, headers=TEAM)
+        "error": "unknown_job", "detail": "no job 'bill-one' of source 'billing'"})  # fmt: skip
+    assert (await c.get("/jobs/docs/doc-one", headers=TEAM)).status_code == 200
+    wait = await c.get("/jobs/billing/bill-one/wait", params={"timeout": 0}, headers=TEAM)
     assert (wait.status_code, wait.json()["error"]) == (404, "unknown_job")
     stats = (await c.get("/jobs/stats", headers=TEAM)).json()
     assert (stats["total"], stats["by_source"]) == (2, {"docs": 2})
     assert stats["handler_failures"] == {"files": {"dead": 0, "retrying": 0}}
     assert (await c.get("/jobs/stats", headers=BOSS)).json()["total"] == 3
     export = (await c.get("/jobs/export", params={"format": "jsonl"}, headers=TEAM)).text
-    assert sorted(json.loads(line)["job_id"] for line in export.splitlines()) == ["d1", "d2"]
+    assert sorted(json.loads(line)["job_id"] for line in export.splitlines()) == [
+        "doc-one",
+        "doc-two",
+    ]
     csv = (await c.get("/jobs/export", params={"format": "csv"}, headers=TEAM)).text
-    assert "b1" not in csv
-    assert "d1" in csv
-    assert sorted(await _events(c, TEAM)) == ["docs/d1", "docs/d2"]
-    assert sorted(await _events(c, BOSS)) == ["billing/b1", "docs/d1", "docs/d2"]
+    assert "bill-one" not in csv
+    assert "doc-one" in csv
+    assert sorted(await _events(c, TEAM)) == ["docs/doc-one", "docs/doc-two"]
+    assert sorted(await _events(c, BOSS)) == ["billing/bill-one", "docs/doc-one", "docs/doc-two"]
     status = (await c.get("/status", headers=TEAM)).json()
     assert list(status["sources"]) == ["docs"]
 
@@ -124,10 +131,10 @@ async def test_a_limited_token_acts_only_on_its_sources(client: httpx.AsyncClien
     assert (await c.post("/jobs", json={"source": "docs", "job_id": "t1"},
                          headers=TEAM)).status_code == 200  # fmt: skip
     for action in ("replay", "reprocess"):
-        refused = await c.post(f"/jobs/billing/b1/{action}", headers=TEAM)
+        refused = await c.post(f"/jobs/billing/bill-one/{action}", headers=TEAM)
         assert (refused.status_code, refused.json()["error"]) == (404, "unknown_job"), action
     again = {"include_succeeded": True}
-    assert (await c.post("/jobs/docs/d1/replay", json=again, headers=TEAM)).json() == {
+    assert (await c.post("/jobs/docs/doc-one/replay", json=again, headers=TEAM)).json() == {
         "requeued": 1
     }
     named = await c.post("/jobs/replay", json={"source": "billing"}, headers=TEAM)
@@ -135,7 +142,7 @@ async def test_a_limited_token_acts_only_on_its_sources(client: httpx.AsyncClien
     assert "docs" in named.json()["detail"]
     count = {"dispatch_state": "succeeded", "dry_run": True}
     assert (await c.post("/jobs/replay", json=count, headers=BOSS)).json()["count"] >= 2
-    await _delivered(c, "docs", "d1")
+    await _delivered(c, "docs", "doc-one")
     assert (await c.post("/jobs/replay", json=count, headers=TEAM)).json()["count"] == 2
     bulk = await c.post("/jobs/replay", json={"dispatch_state": "succeeded"}, headers=TEAM)
     assert bulk.json()["requeued"] == 2
@@ -144,26 +151,26 @@ async def test_a_limited_token_acts_only_on_its_sources(client: httpx.AsyncClien
     mine = (await c.get("/audit", headers=TEAM)).json()["entries"]
     every = (await c.get("/audit", headers=BOSS)).json()["entries"]
     assert {e["token"] for e in every} == {"team"}
-    assert {e["target"] for e in mine} == {"docs/t1", "docs/d1"}  # rows naming its jobs only
+    assert {e["target"] for e in mine} == {"docs/t1", "docs/doc-one"}  # rows naming its jobs only
     outcomes = {(e["action"], e["target"], e["outcome"]) for e in every}
     assert ("track_job", "docs/t1", "ok") in outcomes
     assert ("track_job", "billing/t1", "forbidden") in outcomes
-    assert ("replay_job", "billing/b1", "rejected") in outcomes
-    assert ("replay_job", "docs/d1", "ok") in outcomes
+    assert ("replay_job", "billing/bill-one", "rejected") in outcomes
+    assert ("replay_job", "docs/doc-one", "ok") in outcomes
 
 
 async def test_a_reload_applies_changed_sources_from_the_next_request(tmp_path: Path) -> None:
     config = sources_config(tmp_path)
     app = create_app(load_settings(config, environ={}))
     async with live_server(app) as url, httpx.AsyncClient(base_url=url) as c:
-        await deliver_to(c, "docs", "d1")
-        await deliver_to(c, "billing", "b1")
-        assert _ids((await c.get("/jobs", headers=TEAM)).json()) == ["docs/d1"]
+        await deliver_to(c, "docs", "doc-one")
+        await deliver_to(c, "billing", "bill-one")
+        assert _ids((await c.get("/jobs", headers=TEAM)).json()) == ["docs/doc-one"]
         text = config.read_text(encoding="utf-8").replace('["docs"]', '["billing"]')
         config.write_text(text, encoding="utf-8")
         assert await Reloader(app, config).reload("test")
-        assert _ids((await c.get("/jobs", headers=TEAM)).json()) == ["billing/b1"]
-        assert (await c.get("/jobs/docs/d1", headers=TEAM)).status_code == 404
+        assert _ids((await c.get("/jobs", headers=TEAM)).json()) == ["billing/bill-one"]
+        assert (await c.get("/jobs/docs/doc-one", headers=TEAM)).status_code == 404
         config.write_text(text.replace('sources = ["billing"]\n', ""), encoding="utf-8")
         assert await Reloader(app, config).reload("test")
         assert len((await c.get("/jobs", headers=TEAM)).json()["jobs"]) == 2

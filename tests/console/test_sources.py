@@ -44,32 +44,32 @@ def _jobs_tile(html: str) -> str:
 async def test_a_limited_token_sees_only_its_sources_in_the_console(tmp_path: Path) -> None:
     app = create_app(load_settings(sources_config(tmp_path, extra=DEAD_HOOK), environ={}))
     async with live_server(app) as url, httpx.AsyncClient(base_url=url) as c:
-        await deliver_to(c, "docs", "d1")
-        await deliver_to(c, "billing", "b1")
+        await deliver_to(c, "docs", "doc-one")
+        await deliver_to(c, "billing", "bill-one")
         await _dead(c, 2)
         assert (await log_in(c, "team-secret-4b1d")).status_code == 303
         jobs = (await c.get("/ui/jobs")).text
-        other = await c.get("/ui/jobs/billing/b1")
+        other = await c.get("/ui/jobs/billing/bill-one")
         missing = await c.get("/ui/jobs/billing/nope")
-        mine = await c.get("/ui/jobs/docs/d1")
+        mine = await c.get("/ui/jobs/docs/doc-one")
         overview = (await c.get("/ui/overview")).text
         live = (await c.get("/ui/live")).text
         dead = (await c.get("/ui/dead")).text
-        replay = await c.post("/ui/jobs/billing/b1/replay", data={"csrf": csrf_of(mine.text)})
+        replay = await c.post("/ui/jobs/billing/bill-one/replay", data={"csrf": csrf_of(mine.text)})
         by_filter = (await c.get("/ui/jobs", params={"source": "billing"})).text
-    assert "d1" in jobs
-    assert "b1" not in jobs
+    assert "doc-one" in jobs
+    assert "bill-one" not in jobs
     assert '<option value="billing"' not in jobs
-    assert "b1" not in by_filter
+    assert "bill-one" not in by_filter
     assert (other.status_code, missing.status_code, mine.status_code) == (404, 404, 200)
     # Another source's job is the page of a job that does not exist.
-    assert "No job <code>b1</code> of source <code>billing</code> is known" in other.text
+    assert "No job <code>bill-one</code> of source <code>billing</code> is known" in other.text
     assert "No job <code>nope</code> of source <code>billing</code> is known" in missing.text
     assert _jobs_tile(overview) == "1"
     assert "<dt>Dead deliveries</dt><dd>1</dd>" in overview
     assert "does not see it" in overview  # the service's backlog is every source's
-    assert "d1" in live
-    assert "b1" not in live
+    assert "doc-one" in live
+    assert "bill-one" not in live
     assert "docs" in dead
-    assert "b1" not in dead
+    assert "bill-one" not in dead
     assert (replay.status_code, replay.text) == (404, "no such job")
