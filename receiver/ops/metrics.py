@@ -3,8 +3,8 @@
 Each app has its own ``CollectorRegistry``, so several apps in one process (tests, the demo)
 never share counters. Counters that happen per request or per delivery are pushed where they
 happen (``webhook``, ``delivered``, ``purged``); what long-lived parts count themselves (the job
-APIs' calls, the rate limiters' waits, the fetcher's bytes, the ingestor's events) is read at
-scrape time, and so are the backlog gauges, from the store.
+APIs' calls, the rate limiters' waits, the fetcher's bytes, the ingestor's events, a SQLite
+store's checkpoints) is read at scrape time, and so are the backlog gauges, from the store.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from receiver.store import Store
+    from receiver.store.connector import WalStats
 
 UNKNOWN_SOURCE = "_unknown"
 _FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -66,6 +67,8 @@ class Metrics:
     ) -> None:
         self._sources = frozenset(sources)
         self._read_counts: Callable[[], RuntimeCounts] | None = None
+        self.wal: WalStats | None = None
+        """The store's checkpoint figures at the last ``refresh`` (None: not a SQLite store)."""
         r = self.registry = CollectorRegistry()
         self.answers = WebhookAnswers()
         r.register(self.answers)
@@ -120,6 +123,7 @@ class Metrics:
                        "login_throttled"):  # fmt: skip
             self.admin_refused.labels(reason)  # present at 0, so rate() sees the first one
         r.register(_RuntimeCollector(self))
+        r.register(_WalCollector(self))
         self.quality = QualityMetrics(r)
         self.confidence = ConfidenceMetrics(r, confidence_fields)
 
@@ -152,7 +156,9 @@ class Metrics:
         self.delivery_seconds.labels(handler).observe(seconds)
 
     async def refresh(self, store: Store) -> None:
-        """Set the backlog gauges from the store (``store_up`` 0 when it does not answer)."""
+        """Set the backlog gauges from the store (``store_up`` 0 when it does not answer), and
+        read its checkpoint figures."""
+        self.wal = store.wal_stats()
         try:
             backlog = await store.backlog()
         except JobhookError:
@@ -298,6 +304,55 @@ class _RuntimeCollector:
             yield from budget_gauges({}, {}, {})
         else:
             yield from budget_gauges(counts.budgets, counts.confirmations, counts.drain_seconds)
+
+
+class _WalCollector:
+    """A SQLite store's checkpoint figures (``WalStats``) as the last refresh read them; no
+    series at all for a store without them (PostgreSQL checkpoints in its server)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        wal = self._metrics.wal
+        if wal is not None:
+            yield from _wal_families(wal)
+
+
+def _wal_families(wal: WalStats) -> Iterator[Metric]:
+    """The ``jobhook_store_*`` families of one reading of a SQLite store's checkpointer."""
+    counters = (
+        ("checkpoints", "Checkpoint passes that copied WAL frames into the database file.",
+         wal.checkpoints),
+        ("checkpoint_frames", "WAL frames copied into the database file by checkpoints.",
+         wal.checkpoint_frames),
+        ("checkpoint_seconds", "Time spent in checkpoint passes.", wal.checkpoint_seconds),
+        ("wal_restarts", "Times the WAL was copied whole under a hold on the writes, so that "
+         "the next write starts it over.", wal.restarts),
+        ("write_hold_frames", "WAL frames copied while the writes were held.", wal.hold_frames),
+        ("write_hold_timeouts", "Holds on the writes that gave up waiting for the batch in "
+         "flight (the WAL was not started over).", wal.hold_timeouts),
+    )  # fmt: skip
+    for name, documentation, count in counters:
+        yield CounterMetricFamily(f"jobhook_store_{name}", documentation, value=count)
+    held = HistogramMetricFamily(
+        "jobhook_store_write_hold_seconds",
+        "How long each hold kept new write batches from starting: waiting for the batch in "
+        "flight, then the checkpoint pass that copies the WAL's last frames.",
+    )
+    bounds = [*map(floatToGoString, wal.hold_bounds), "+Inf"]
+    cumulative = list(itertools.accumulate(wal.hold_buckets))
+    held.add_metric([], list(zip(bounds, cumulative, strict=True)), wal.hold_seconds)
+    yield held
+    yield GaugeMetricFamily(
+        "jobhook_store_wal_frames", "Frames in the WAL at the last checkpoint pass.",
+        value=wal.wal_frames,
+    )  # fmt: skip
+    yield GaugeMetricFamily(
+        "jobhook_store_wal_bytes",
+        "Size of the WAL file: its longest so far, as SQLite reuses it without truncating it.",
+        value=wal.wal_bytes,
+    )
 
 
 async def metrics_endpoint(request: Request) -> Response:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from receiver.models import Event, IngestResult
     from receiver.store.audit import AuditEntry, AuditFilter, AuditRow
     from receiver.store.bulk import ReplayFilter
+    from receiver.store.connector import WalStats
     from receiver.store.rows import (
         AttemptRow,
         Backlog,
@@ -59,6 +60,11 @@ class Engine(abc.ABC):
     async def durability(self) -> dict[str, object] | None:
         """How durable a commit is beyond this server (replication), or None where the
         backend has nothing to add (SQLite: the file is the store)."""
+        return None
+
+    def wal_stats(self) -> WalStats | None:
+        """A SQLite store's checkpoint figures (``WalStats``), for the metrics; None for a
+        backend that checkpoints on its own (PostgreSQL's server does)."""
         return None
 
     @abc.abstractmethod

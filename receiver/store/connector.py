@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import functools
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
@@ -112,6 +113,37 @@ def numbered(query: str) -> str:
     return _PLACEHOLDER.sub(lambda _: f"${next(count)}", query)
 
 
+@dataclass(frozen=True, slots=True)
+class WalStats:
+    """What a SQLite store's checkpoint thread counted since the store opened
+    (``receiver.store.sqlite.checkpoint``), read at scrape time: its passes, the restarts of
+    the write-ahead log, and the holds on the writers that each restart takes."""
+
+    checkpoints: int
+    """Passes that copied frames of the WAL back into the database file."""
+    checkpoint_frames: int
+    """Frames those passes copied."""
+    checkpoint_seconds: float
+    """Time spent in passes, those that found nothing to copy included."""
+    restarts: int
+    """Held passes that copied the whole WAL, so that the next write starts it over."""
+    hold_bounds: tuple[float, ...]
+    """The upper bounds, in seconds, of the holds' histogram buckets."""
+    hold_buckets: tuple[int, ...]
+    """Holds in each bucket (not cumulative), and last those above every bound."""
+    hold_seconds: float
+    """The holds' total time: from asking for the writes to be held to letting them go."""
+    hold_frames: int
+    """Frames the passes made under a hold copied: the work the waiting writes wait for."""
+    hold_timeouts: int
+    """Holds that gave up: the batch in flight did not commit in time (or the store closed)."""
+    wal_frames: int
+    """Frames in the WAL at the last pass."""
+    wal_bytes: int
+    """The WAL file's size: the longest it has been, since SQLite reuses it without
+    truncating it."""
+
+
 class Connector(abc.ABC):
     """One backend's database, as the engine uses it. Every method raises
     StoreUnavailableError when the database cannot read or commit."""
@@ -132,6 +164,11 @@ class Connector(abc.ABC):
 
     async def durability(self) -> dict[str, object] | None:
         """How durable a commit is beyond this server, or None where there is nothing to add."""
+        return None
+
+    def wal_stats(self) -> WalStats | None:
+        """The checkpoint thread's figures (a SQLite store's), or None where there is none.
+        Cheap and synchronous: read at every scrape of the metrics."""
         return None
 
     @abc.abstractmethod

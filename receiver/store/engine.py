@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from receiver.models import Event, IngestResult
     from receiver.store.audit import AuditEntry, AuditFilter, AuditRow
     from receiver.store.bulk import ReplayFilter
-    from receiver.store.connector import Connector
+    from receiver.store.connector import Connector, WalStats
     from receiver.store.rows import (
         Backlog,
         CircuitRow,
@@ -76,6 +76,9 @@ class SQLEngine(Store):
 
     async def durability(self) -> dict[str, object] | None:
         return await self.connector.durability()
+
+    def wal_stats(self) -> WalStats | None:
+        return self.connector.wal_stats()
 
     # The pipeline's writes
 

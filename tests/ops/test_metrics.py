@@ -6,10 +6,12 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from receiver.service.app import create_app
 from receiver.sim import Simulator, build_app
+from receiver.store.sqlite import checkpoint
 from tests.adminsupport import admin_settings, deliver
 from tests.support import live_server, reducto_body, signed_headers
 from tests.test_pipeline import API_KEY, pipeline_settings
@@ -188,3 +190,61 @@ def test_webhook_answers_are_exposed_as_prometheus_client_s_own_metrics_would_be
     names = ("jobhook_webhooks_", "jobhook_webhook_rejections", "jobhook_webhook_seconds")
     assert text(ours.registry, names) == text(theirs, names)
     assert "jobhook_webhook_seconds_bucket" in text(ours.registry, names)
+
+
+STORE_SERIES = (
+    "jobhook_store_checkpoints_total",
+    "jobhook_store_checkpoint_frames_total",
+    "jobhook_store_checkpoint_seconds_total",
+    "jobhook_store_wal_restarts_total",
+    "jobhook_store_write_hold_frames_total",
+    "jobhook_store_write_hold_timeouts_total",
+    "jobhook_store_write_hold_seconds_count",
+    "jobhook_store_write_hold_seconds_sum",
+    "jobhook_store_wal_frames",
+    "jobhook_store_wal_bytes",
+)
+
+
+async def test_a_sqlite_store_s_checkpoints_and_write_holds_are_exported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoint, "RESTART_FRAMES", 16)  # a restart within a few webhooks
+    app = create_app(admin_settings(tmp_path, token=None))
+    async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+        before = await scrape(client)
+        sent = 0
+        async with asyncio.timeout(30):
+            while True:
+                await asyncio.gather(*(deliver(client, f"job-{sent + n}") for n in range(20)))
+                sent += 20
+                after = await scrape(client)
+                if value(after, "jobhook_store_wal_restarts_total") >= 1:
+                    break
+    for name in STORE_SERIES:
+        assert (name, ()) in before, name
+    assert value(after, "jobhook_store_checkpoints_total") >= 1
+    assert value(after, "jobhook_store_checkpoint_frames_total") > value(
+        before, "jobhook_store_checkpoint_frames_total"
+    )
+    holds = value(after, "jobhook_store_write_hold_seconds_count")
+    assert holds >= 1
+    assert value(after, "jobhook_store_write_hold_seconds_bucket", le="+Inf") == holds
+    assert value(after, "jobhook_store_write_hold_seconds_sum") > 0
+    assert value(after, "jobhook_store_wal_bytes") > 0
+
+
+@pytest.mark.postgres
+async def test_a_postgresql_store_exports_no_checkpoint_series(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    app = create_app(
+        admin_settings(tmp_path, token=None, extra=f'[store]\nurl = "{postgres_url}"\n')
+    )
+    async with live_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+        await deliver(client, "job-1")
+        samples = await scrape(client)
+    assert value(samples, "jobhook_store_up") == 1
+    assert value(samples, "jobhook_webhooks_total", source="reducto", outcome="accepted") == 1
+    assert not [name for name, _ in samples if name.startswith("jobhook_store_") and
+                name != "jobhook_store_up"]  # fmt: skip

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +17,7 @@ from receiver.store.sqlite.checkpoint import Checkpointer
 from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 
@@ -119,3 +122,136 @@ async def test_a_long_wal_starts_over_while_webhooks_keep_coming(
         assert (await store._read("SELECT count(*) FROM dispatches"))[0][0] == sent
     finally:
         await store.close()
+
+
+def _writer(db: Path) -> sqlite3.Connection:
+    """A connection writing to ``db`` in WAL mode, never checkpointing itself. Keep it open:
+    the last connection to close would copy the WAL back and delete it."""
+    conn = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    return conn
+
+
+def _write(conn: sqlite3.Connection, rows: int) -> None:
+    """About ``rows`` frames of WAL: a page a row, in one commit."""
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+        "INSERT INTO t SELECT zeroblob(3000) FROM n",
+        (rows,),
+    )
+
+
+def test_a_checkpoint_counts_its_frames_and_time_and_an_empty_one_only_its_time(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "c.db"
+    conn = _writer(db)
+    _write(conn, 200)
+    checkpointer = Checkpointer(db, interval=3600)  # no thread rounds: calls here
+    checkpointer.start()
+    try:
+        frames, copied = checkpointer.checkpoint()
+        first = checkpointer.stats()
+        checkpointer.checkpoint()  # nothing new to copy
+        second = checkpointer.stats()
+    finally:
+        checkpointer.stop()
+        conn.close()
+    assert frames >= 200
+    assert (first.checkpoints, first.checkpoint_frames) == (1, copied)
+    assert first.wal_frames == frames
+    assert first.wal_bytes >= frames * 4096
+    assert first.checkpoint_seconds > 0
+    assert (second.checkpoints, second.checkpoint_frames) == (1, copied)
+    assert second.checkpoint_seconds > first.checkpoint_seconds
+    assert (second.restarts, sum(second.hold_buckets), second.hold_timeouts) == (0, 0, 0)
+
+
+def test_a_hold_is_timed_and_counted_whether_it_gets_the_writes_or_gives_up(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "h.db"
+    conn = _writer(db)
+    _write(conn, 200)
+    answers = [False, True]
+
+    @contextlib.contextmanager
+    def hold() -> Iterator[bool]:
+        time.sleep(0.02)  # as a batch in flight would keep it waiting...
+        held = answers.pop(0)
+        if held:
+            _write(conn, 100)  # ...and commit: frames for the held pass
+        yield held
+
+    checkpointer = Checkpointer(db, interval=3600, hold=hold)
+    checkpointer.start()
+    try:
+        assert checkpointer.restart(0) is False  # gave up: nothing copied under it
+        gave_up = checkpointer.stats()
+        assert checkpointer.restart(0) is True
+        held = checkpointer.stats()
+    finally:
+        checkpointer.stop()
+        conn.close()
+    assert (gave_up.hold_timeouts, sum(gave_up.hold_buckets), gave_up.restarts) == (1, 1, 0)
+    assert gave_up.hold_frames == 0
+    assert gave_up.hold_seconds >= 0.02
+    assert (held.hold_timeouts, sum(held.hold_buckets), held.restarts) == (1, 2, 1)
+    assert held.hold_frames >= 100
+    assert held.checkpoint_frames == gave_up.checkpoint_frames + held.hold_frames
+    assert held.hold_seconds >= 0.04
+    assert held.hold_buckets[0] == 0  # none under a millisecond: each waited 20 ms
+    assert len(held.hold_buckets) == len(held.hold_bounds) + 1
+
+
+class _Log:
+    """The checkpoint module's log, recording each call's level and event."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __getattr__(self, level: str) -> Callable[..., None]:
+        def record(event: str, **fields: Any) -> None:
+            self.calls.append((level, event, fields))
+
+        return record
+
+
+async def test_restarts_under_load_are_counted_timed_and_logged_at_debug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoint, "RESTART_FRAMES", 64)
+    recorded = _Log()
+    monkeypatch.setattr(checkpoint, "log", recorded)
+    store = SQLiteStore(tmp_path / "r.db")
+    monkeypatch.setattr(store.connector._checkpointer, "interval", 0.05)
+    await store.open()
+    sent = 0
+    try:
+        assert store.wal_stats() == store.connector._checkpointer.stats()
+        async with asyncio.timeout(30):
+            while store.connector._checkpointer.restarts < 2:
+                await asyncio.gather(
+                    *(store.ingest(_event(sent + n), ["files"]) for n in range(50))
+                )
+                sent += 50
+        stats = store.wal_stats()
+    finally:
+        await store.close()
+    assert stats is not None
+    assert stats.restarts >= 2
+    holds = sum(stats.hold_buckets)
+    assert holds >= stats.restarts + stats.hold_timeouts
+    assert stats.hold_seconds > 0
+    assert 0 < stats.hold_frames <= stats.checkpoint_frames
+    assert stats.checkpoints >= stats.restarts
+    assert stats.wal_bytes >= 64 * 4096
+    restarted = [call for call in recorded.calls if call[1] == "store_wal_restarted"]
+    assert len(restarted) == stats.restarts
+    assert {level for level, _, _ in restarted} == {"debug"}
+    fields = restarted[0][2]
+    assert set(fields) == {"held_seconds", "waited_seconds", "frames_copied", "wal_frames"}
+    assert fields["wal_frames"] >= 64
+    assert 0 <= fields["waited_seconds"] <= fields["held_seconds"]

@@ -31,16 +31,28 @@ new batch and waits for the one in flight), copies the last frames, and lets the
 next write starts the WAL over. The writes wait for that last short pass only (a
 ``wal_checkpoint(RESTART)`` would do the same, but it waits for readers too, holding the writers
 meanwhile, and the writers would poll for its lock).
+
+What it costs is counted (``stats``, the metrics' ``jobhook_store_*``): the passes, the frames
+they copied and their time; the restarts; and for each hold, how long the writes were held and
+how many frames the held pass copied, since that is what a webhook arriving meanwhile waits
+for. A few clock reads a pass, nothing a webhook: the figures are plain ints and floats that
+only this thread rebinds, which the event loop reads at scrape time without a lock (in CPython
+each read of one is atomic; a scrape may see a pass's count before its frames, never a torn
+figure).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import sqlite3
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import structlog
+
+from receiver.store.connector import WalStats
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,6 +72,9 @@ CATCH_UP = 512
 """Passes before the held one go on until one copies fewer frames than this..."""
 CATCH_UP_PASSES = 6
 """...or this many have run."""
+HOLD_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+"""The holds' histogram buckets, in seconds: a hold is meant to last a batch's commit and one
+short pass; one that gives up lasts its timeout, a second."""
 log = structlog.get_logger(__name__)
 
 
@@ -75,6 +90,20 @@ class Checkpointer:
         """Passes made under ``hold`` that copied the whole WAL."""
         self.checkpoints = 0
         """Checkpoints that copied frames into the database file."""
+        self.frames = 0
+        """Frames those checkpoints copied."""
+        self.seconds = 0.0
+        """Time in passes, those that copied nothing included."""
+        self.wal_frames = 0
+        """Frames in the WAL at the last pass."""
+        self.hold_frames = 0
+        """Frames copied by the passes made under ``hold``."""
+        self.hold_timeouts = 0
+        """Holds that did not get the writes to themselves."""
+        self.hold_seconds = 0.0
+        """Time from asking for each hold to letting the writes go, summed."""
+        self._hold_buckets = [0] * (len(HOLD_BOUNDS) + 1)
+        self._done = 0  # frames of the current WAL already copied, at the last pass
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -98,10 +127,41 @@ class Checkpointer:
             self._conn = None
 
     def checkpoint(self) -> tuple[int, int]:
-        """One PASSIVE checkpoint: (frames in the WAL, frames copied into the database)."""
+        """One PASSIVE checkpoint: (frames in the WAL, frames of it copied into the database),
+        counted. SQLite answers how much of the WAL is copied, by anyone: frames the writers'
+        backstop copied since the last pass are counted with this one."""
         assert self._conn is not None
+        started = time.monotonic()
         row = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return int(row[1]), int(row[2])
+        self.seconds += time.monotonic() - started
+        frames, copied = int(row[1]), int(row[2])
+        fresh = copied - self._done if copied >= self._done else copied  # the WAL started over
+        if fresh > 0:
+            self.checkpoints += 1
+            self.frames += fresh
+        self._done, self.wal_frames = copied, frames
+        return frames, copied
+
+    def stats(self) -> WalStats:
+        """The figures so far, from any thread (the metrics read them on the event loop's)."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            wal_bytes = wal.stat().st_size
+        except OSError:  # not created yet, or the store is gone
+            wal_bytes = 0
+        return WalStats(
+            checkpoints=self.checkpoints,
+            checkpoint_frames=self.frames,
+            checkpoint_seconds=self.seconds,
+            restarts=self.restarts,
+            hold_bounds=HOLD_BOUNDS,
+            hold_buckets=tuple(self._hold_buckets),  # one copy, under the GIL
+            hold_seconds=self.hold_seconds,
+            hold_frames=self.hold_frames,
+            hold_timeouts=self.hold_timeouts,
+            wal_frames=self.wal_frames,
+            wal_bytes=wal_bytes,
+        )
 
     def restart(self, copied: int) -> bool:
         """After a pass that left ``copied`` frames of a long WAL copied: catch up with
@@ -111,27 +171,50 @@ class Checkpointer:
         if self.hold is None:
             return False
         for _ in range(CATCH_UP_PASSES):
-            before = copied
+            last = copied
             _, copied = self.checkpoint()
-            if copied - before < CATCH_UP:
+            if copied - last < CATCH_UP:
                 break
-        with self.hold() as held:
-            if not held:
-                return False
-            frames, copied = self.checkpoint()
-        if frames and frames == copied:
-            self.restarts += 1
-            return True
-        return False
+        frames = copied = 0
+        held, waited = False, 0.0
+        before = self.frames
+        asked = time.monotonic()
+        try:
+            with self.hold() as held:
+                if held:
+                    waited = time.monotonic() - asked  # for the batch in flight to commit
+                    frames, copied = self.checkpoint()
+        finally:  # a pass that failed held the writes too
+            seconds = time.monotonic() - asked
+            under_hold = self.frames - before
+            self._held(seconds, held, under_hold)
+        if not (held and frames and frames == copied):
+            return False
+        self.restarts += 1
+        self._done = 0  # the next write starts the WAL over
+        log.debug("store_wal_restarted", held_seconds=round(seconds, 6),
+                  waited_seconds=round(waited, 6), frames_copied=under_hold,
+                  wal_frames=frames)  # fmt: skip
+        return True
+
+    def _held(self, seconds: float, held: bool, frames: int) -> None:
+        """Count one hold of ``seconds`` (the writes waited that long, whether it got them
+        (``held``) or gave up) during which a pass copied ``frames``."""
+        self._hold_buckets[bisect.bisect_left(HOLD_BOUNDS, seconds)] += 1
+        self.hold_seconds += seconds
+        self.hold_frames += frames
+        if not held:
+            self.hold_timeouts += 1
 
     def _run(self) -> None:
-        done = 0  # frames of the current WAL already in the database
         failing = False
         wait = self.interval
         while not self._stop.wait(wait):
             restarted = False
+            before = self.frames
             try:
                 frames, copied = self.checkpoint()
+                fresh = self.frames - before  # the held pass's frames are not the load's
                 restarted = frames >= RESTART_FRAMES and self.restart(copied)
             except sqlite3.Error as exc:  # a full disk, say: the writers' backstop still runs
                 if not failing:
@@ -139,9 +222,5 @@ class Checkpointer:
                 failing = True
                 continue
             failing = False
-            fresh = copied - done if copied >= done else copied  # the WAL started over
-            if fresh > 0:
-                self.checkpoints += 1
-            done = copied if frames and not restarted else 0
             busy = fresh >= BUSY_PAGES or restarted
             wait = min(self.interval, BUSY_INTERVAL) if busy else self.interval

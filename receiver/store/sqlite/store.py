@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from receiver.models import Event, IngestResult
     from receiver.store.audit import AuditEntry
-    from receiver.store.connector import Step
+    from receiver.store.connector import Step, WalStats
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -150,6 +150,11 @@ class SQLiteConnector(Connector):
         await self.read("SELECT 1")
         if not self._commits.running:
             raise StoreUnavailableError("the store writer is not running")
+
+    def wal_stats(self) -> WalStats:
+        """The checkpoint thread's figures: what keeping the WAL short costs, holds on the
+        writes included."""
+        return self._checkpointer.stats()
 
 
 def _take_back_all(db: sqlite3.Connection) -> None:
