@@ -152,9 +152,11 @@ def _loggers_of_this_test() -> Iterator[None]:
     }
     yield
     root.handlers[:] = handlers
-    root.setLevel(level)
+    if root.level != level:
+        root.setLevel(level)
     for name, logger in list(logging.root.manager.loggerDict.items()):
-        if isinstance(logger, logging.Logger):
+        # Only where it changed: each setLevel clears every logger's cache.
+        if isinstance(logger, logging.Logger) and logger.level != levels.get(name, logging.NOTSET):
             logger.setLevel(levels.get(name, logging.NOTSET))
 
 
