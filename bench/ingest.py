@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import psutil  # type: ignore[import-untyped]
 
 from bench import adnanh, ingest_report, phases, procs, report, signing, workload, wrk
+from bench.polled import Polled
 from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def _measure(
     return figures
 
 
-class WalPeak:
+class WalPeak(Polled):
     """The largest size a WAL file reached while the block ran, polled from a thread every
     ``interval`` seconds (and once on the way in and out).
 
@@ -102,24 +102,8 @@ class WalPeak:
 
     def __init__(self, path: Path, interval: float = WAL_POLL_SECONDS) -> None:
         self._path = path
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self.peak = 0
-
-    def __enter__(self) -> WalPeak:
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self._sample()
+        super().__init__(interval)
 
     def _sample(self) -> None:
         with contextlib.suppress(FileNotFoundError):

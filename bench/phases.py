@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import uvloop
 
 from bench import ingest_report, loadgen, report, signing
+from bench.polled import Polled
 
 if TYPE_CHECKING:
     import argparse
@@ -174,7 +174,7 @@ def checks(percent: float, phases: list[dict[str, Any]], whole: dict[str, float]
     return [p99_check, flat_check, answered_check]
 
 
-class Sizes:
+class Sizes(Polled):
     """The store's and its WAL's sizes, polled from a thread every ``interval`` seconds, each
     sample stamped with ``time.time()``; per phase: the WAL's peak, the store's size at its
     end."""
@@ -182,24 +182,8 @@ class Sizes:
     def __init__(self, db: Path, interval: float = SIZE_POLL_SECONDS) -> None:
         self._db = db
         self._wal = Path(f"{db}-wal")
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
         self.samples: list[tuple[float, int, int]] = []
-
-    def __enter__(self) -> Sizes:
-        self._sample()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self._sample()
+        super().__init__(interval)
 
     def _size(self, path: Path) -> int:
         try:

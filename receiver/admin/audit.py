@@ -130,6 +130,21 @@ def recorded(request: Request) -> None:
     request.state.audit_recorded = True
 
 
+class _Ended:
+    """How an audited call ended: ``failed`` until its answer (or its refusal) says more."""
+
+    outcome = "failed"
+
+    async def call(self, call: Any) -> Any:
+        try:
+            response = await call()
+        except RejectedError as exc:
+            self.outcome = _outcome(exc.status_code)
+            raise
+        self.outcome = _outcome(getattr(response, "status_code", 200))
+        return response
+
+
 def _outcome(status: int) -> str:
     if status == 403:
         return "forbidden"
@@ -144,15 +159,11 @@ async def run_audited(request: Request, who: Principal, action: str, target: str
         return await _run_in_effect(request, _entry(request, who, action, target), call)
     audit_id = await store.audit_start(_entry(request, who, action, target))
     request.state.audit_id = audit_id
-    outcome = "failed"
+    ended = _Ended()
     try:
-        response = await call()
-        outcome = _outcome(getattr(response, "status_code", 200))
-        return response
-    except RejectedError as exc:
-        outcome = _outcome(exc.status_code)
-        raise
+        return await ended.call(call)
     finally:
+        outcome = ended.outcome
         jobs = getattr(request.state, "audit_jobs", None)
         ref = getattr(request.state, "call_id", None)
         try:
@@ -165,22 +176,19 @@ async def _run_in_effect(request: Request, entry: AuditEntry, call: Any) -> Any:
     """``await call()``, whose store transaction writes ``entry`` (``pending``, ``recorded``);
     if it ends without that, the row is written now with the outcome it had."""
     request.state.audit_entry = entry
-    outcome = "failed"
+    ended = _Ended()
     try:
-        response = await call()
-        outcome = _outcome(getattr(response, "status_code", 200))
-        return response
-    except RejectedError as exc:
-        outcome = _outcome(exc.status_code)
-        raise
+        return await ended.call(call)
     finally:
         if not getattr(request.state, "audit_recorded", False):
             jobs = getattr(request.state, "audit_jobs", None)
-            ended = dataclasses.replace(entry, outcome=outcome, jobs=jobs)
+            row = dataclasses.replace(entry, outcome=ended.outcome, jobs=jobs)
             try:
-                await _store(request).audit_start(ended)
+                await _store(request).audit_start(row)
             except JobhookError as exc:  # nothing stands unrecorded: the effect did not commit
-                log.error("audit_row_lost", action=entry.action, outcome=outcome, error=str(exc))
+                log.error(
+                    "audit_row_lost", action=entry.action, outcome=ended.outcome, error=str(exc)
+                )
 
 
 async def target_of(request: Request) -> str | None:
