@@ -277,8 +277,8 @@ class SourceSettings(_Section):
             raise ValueError(
                 f"provider {self.provider!r} signs its requests with {signer}, not an api_key"
             )
-        # A source whose table signs in another way (Azure's auth = "entra") holds no key.
-        keyless = getattr(self.table, "auth", None) == "entra"
+        # A source whose table signs in by itself (its ``signs_in``) holds no key.
+        keyless = bool(getattr(self.table, "signs_in", False))
         if not found.webhooks and found.job_auth == "api_key" and not (self.api_key or keyless):
             raise ValueError(
                 f"provider {self.provider!r} is polled: it needs api_key (its API key)"

@@ -17,7 +17,7 @@ from receiver import jsontext, tracing
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
 _SENSITIVE = ("secret", "token", "password", "api_key", "authorization", "signature")
 
@@ -162,13 +162,18 @@ def render_json(event_dict: dict[str, Any], **kw: Any) -> str:
     return jsontext.dumps(event_dict, kw.get("default"))
 
 
-NOISY_LOGGERS = ("httpx", "httpcore", "aiosqlite", "asyncio", "botocore", "boto3", "urllib3",
-                 "azure", "google.auth")  # fmt: skip
-"""Loggers kept at WARNING or above whatever level the service logs at."""
+NOISY_LOGGERS = ("httpx", "httpcore", "aiosqlite", "asyncio", "urllib3")
+"""Loggers kept at WARNING or above whatever level the service logs at (with the providers'
+SDK loggers the caller names: ``configure_logging``'s ``quiet``)."""
 
 
 def configure_logging(
-    level: str = "info", fmt: str = "auto", *, batch: bool = False, trace_ids: bool = False
+    level: str = "info",
+    fmt: str = "auto",
+    *,
+    batch: bool = False,
+    trace_ids: bool = False,
+    quiet: Iterable[str] = (),
 ) -> None:
     """Configure structlog and route the standard library's records through it.
 
@@ -207,5 +212,5 @@ def configure_logging(
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     # The libraries' own DEBUG/INFO lines hold request URLs and headers (a presigned URL, the
     # credential scope botocore signs with): jobhook's lines say what it did without them.
-    for noisy in NOISY_LOGGERS:
+    for noisy in (*NOISY_LOGGERS, *quiet):
         logging.getLogger(noisy).setLevel(max(numeric, logging.WARNING))

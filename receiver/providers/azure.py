@@ -115,6 +115,11 @@ class AzureOptions(BaseModel):
             raise ValueError("a model id is 2 to 64 of A-Z a-z 0-9 . _ ~ - (prebuilt-invoice)")
         return value
 
+    @property
+    def signs_in(self) -> bool:
+        """The source signs in with Entra ID, so it holds no ``api_key`` (``SourceSettings``)."""
+        return self.auth == "entra"
+
     @field_validator("authority")
     @classmethod
     def _authority(cls, value: str) -> str:
@@ -248,6 +253,7 @@ class AzureJobAPI(JobAPI):
 
 class AzureDocIntel(Provider):
     name = "azure-docintel"
+    sdk_loggers = ("azure",)
     status_words = {
         "notStarted": State.QUEUED,
         "running": State.RUNNING,

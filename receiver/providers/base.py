@@ -160,6 +160,9 @@ class Provider:
     """Schemes the provider brings itself, by name: each called with the source's secrets
     (and ``clock=``) makes its verifier (``receiver.signatures.SecretScheme``). Typed loosely
     because the signatures package is a neighbour, not a dependency."""
+    sdk_loggers: ClassVar[tuple[str, ...]] = ()
+    """The loggers of the SDKs the adapter uses, kept at WARNING whatever the service's level:
+    their DEBUG and INFO lines hold request URLs and headers (``configure_logging``'s quiet)."""
     unsigned_only: ClassVar[bool] = False
     """True for a provider that never signs its callbacks (Docling Serve): its sources take
     them as hints only (``webhook_mode = "direct"``) and have no signing secret."""

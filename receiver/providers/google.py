@@ -292,6 +292,7 @@ class GoogleDocAI(Provider):
     webhooks = False
     job_api_class = GoogleJobAPI
     table_name = "gcp"
+    sdk_loggers = ("google.auth",)
     table_model = GcpOptions
     job_auth = "table"
     result_fields = staticmethod(document_entities)

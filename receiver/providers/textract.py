@@ -162,6 +162,7 @@ def api_of(word: object) -> str | None:
 class Textract(Provider):
     name = "textract"
     table_name = "aws"
+    sdk_loggers = ("botocore", "boto3")
     table_model = AwsSettings
     table_required = True
     job_auth = "sigv4"

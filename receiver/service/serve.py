@@ -12,6 +12,7 @@ import uvicorn
 
 from receiver.ops.log import configure_logging
 from receiver.ops.tracing import requested as tracing_requested
+from receiver.providers import PROVIDERS
 from receiver.service.app import App, create_app
 from receiver.service.preflight import preflight
 from receiver.service.reload import Reloader
@@ -38,7 +39,12 @@ def run(
     checked = preflight(config_path, host=host, port=port)
     settings = checked.settings
     trace_ids = tracing_requested(settings.tracing, os.environ)
-    configure_logging(settings.log.level, settings.log.format, batch=True, trace_ids=trace_ids)
+    # Every provider's SDK loggers, built in or configured: a reload may add a source.
+    providers = [*PROVIDERS.values(), *(type(s.provider) for s in checked.sources.values())]
+    quiet = sorted({name for cls in providers for name in cls.sdk_loggers})
+    configure_logging(
+        settings.log.level, settings.log.format, batch=True, trace_ids=trace_ids, quiet=quiet
+    )
     app = create_app(settings, store=store, sources=checked.sources, handlers=checked.handlers)
     app.reloader = Reloader(app, config_path, host=host)
     # Everything imported and built so far lives as long as the process: move it out of the

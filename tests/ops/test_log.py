@@ -138,3 +138,25 @@ def test_json_lines_keep_what_orjson_refuses() -> None:
     assert json.loads(render_json({1: "a"})) == {"1": "a"}  # a non-string key: likewise
     line = render_json({"event": "x", "thing": Opaque()}, default=repr)
     assert json.loads(line) == {"event": "x", "thing": "<opaque>"}
+
+
+def test_the_providers_sdk_loggers_stay_at_warning_when_the_service_logs_at_debug() -> None:
+    """The SDKs' own DEBUG lines hold signed request headers: each provider names its SDK's
+    loggers and the service keeps them at WARNING, whatever level it logs at."""
+    import logging
+
+    import structlog
+
+    from receiver.ops.log import configure_logging
+    from receiver.providers import PROVIDERS
+
+    quiet = sorted({name for cls in PROVIDERS.values() for name in cls.sdk_loggers})
+    assert {"botocore", "boto3", "azure", "google.auth"} <= set(quiet)
+    configure_logging("debug", "json", quiet=quiet)
+    try:
+        assert logging.getLogger().level == logging.DEBUG
+        assert all(logging.getLogger(name).level == logging.WARNING for name in quiet)
+        assert not logging.getLogger("botocore.auth").isEnabledFor(logging.DEBUG)
+    finally:
+        logging.getLogger().handlers.clear()
+        structlog.reset_defaults()
