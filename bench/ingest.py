@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil  # type: ignore[import-untyped]
 
-from bench import adnanh, ingest_report, phases, procs, report, signing, workload, wrk
+from bench import adnanh, ingest_report, phases, procs, report, signing, storestats, workload, wrk
 from bench.polled import Polled
 from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 
@@ -68,9 +68,17 @@ def _measure(
     beside = service.beside.cpu_seconds() if service.beside is not None else 0.0
     cpu = service.cpu_seconds()
     load = os.getloadavg()[0]
-    with WalPeak(wal) if wal is not None else contextlib.nullcontext() as peak:
+    stats = storestats.read(service.url) if wal is not None else {}
+    with (
+        WalPeak(wal) if wal is not None else contextlib.nullcontext() as peak,
+        procs.FsyncProbe(wal.parent) if wal is not None else contextlib.nullcontext() as disk,
+    ):
         figures = wrk.run(service.url + "/webhooks/reducto", prefix,
                           connections=args.connections, seconds=seconds)  # fmt: skip
+    if wal is not None:
+        figures |= storestats.delta(stats, storestats.read(service.url))
+    if disk is not None:
+        figures |= storestats.fsync_figures(disk.samples)
     if service.beside is not None:
         beside = service.beside.cpu_seconds() - beside
         figures["beside_cpu_us_per_request"] = beside / figures["requests"] * 1e6
@@ -268,6 +276,7 @@ def sustain(
             f"{figures['wal_bytes'] / 2**20:,.0f} MiB, peak "
             f"{figures['wal_peak_bytes'] / 2**20:,.0f}), load {figures['load_average']}"
         )
+        report.console.print(f"    {storestats.line(figures)}")
     return minutes
 
 

@@ -29,14 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import uvloop
 
-from bench import ingest_report, loadgen, report, signing
+from bench import ingest_report, loadgen, procs, report, signing, storestats
 from bench.polled import Polled
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterator
 
-    from bench import procs
     from bench.ingest_report import Check
 
 RATE_P99_MS = {25.0: 5.0, 50.0: 10.0}
@@ -219,7 +218,12 @@ def run_rate(
     write_seconds = time.time() - written
     waited = quiesce()
     cpu, load, sender = service.cpu_seconds(), os.getloadavg()[0], time.process_time()
-    with Sizes(db) as sizes, asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    with (
+        Sizes(db) as sizes,
+        storestats.Readings(service.url) as readings,
+        procs.FsyncProbe(db.parent) as disk,
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
         record = runner.run(loadgen.run("127.0.0.1", service.port,
                                         request_lines(Path(f"{prefix}.0"), "127.0.0.1",
                                                       service.port), one.rate,
@@ -230,6 +234,15 @@ def run_rate(
     for figures, size in zip(phases, sizes.per_phase(record.start, one.phases,
                                                      one.phase_seconds), strict=True):  # fmt: skip
         figures.update(size)
+    stats = readings.per_phase(record.start, one.phases, one.phase_seconds)
+    for k, (figures, held) in enumerate(zip(phases, stats, strict=True)):
+        lo, hi = record.start + k * one.phase_seconds, record.start + (k + 1) * one.phase_seconds
+        figures.update(held)
+        figures.update(
+            storestats.fsync_figures(
+                [ms for ms, at in zip(disk.samples, disk.stamps, strict=True) if lo <= at < hi]
+            )
+        )
     whole = overall(record)
     return {
         "percent": one.percent,
@@ -269,6 +282,7 @@ def run(service: procs.Service, db: Path, saturated: float, work: Path,
                 f"{p['p999_us'] / 1000:.2f} ms, {p['not_2xx']:,} not 2xx, "
                 f"{p['late_sends']:,} late sends (worst {p['worst_late_ms']:.1f} ms)"
             )
+            report.console.print(f"      {storestats.line(p)}")
     return out
 
 

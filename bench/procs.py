@@ -243,6 +243,8 @@ class FsyncProbe:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.samples: list[float] = []
+        self.stamps: list[float] = []
+        """When each sample was taken (``time.time()``)."""
 
     def __enter__(self) -> FsyncProbe:
         self._thread.start()
@@ -260,5 +262,6 @@ class FsyncProbe:
                 os.pwrite(fd, b"x" * 4096, 0)
                 os.fsync(fd)
                 self.samples.append((time.perf_counter() - started) * 1000)
+                self.stamps.append(time.time())
         finally:
             os.close(fd)
