@@ -7,6 +7,7 @@ import contextlib
 import sqlite3
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,7 +19,6 @@ from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
 
 def _event(n: int) -> Event:
@@ -34,7 +34,7 @@ async def test_the_store_checkpoints_on_its_thread_and_commits_leave_it_to_that(
     try:
         assert store.connector._db is not None
         ((pages,),) = store.connector._db.execute("PRAGMA wal_autocheckpoint").fetchall()
-        assert pages == 16_384  # the writers' backstop, not SQLite's 1,000
+        assert pages == 24_576  # the writers' backstop, not SQLite's 1,000
         before = store.connector._checkpointer.checkpoints
         await asyncio.gather(*(store.ingest(_event(n), ["files"]) for n in range(300)))
         for _ in range(100):
@@ -255,3 +255,77 @@ async def test_restarts_under_load_are_counted_timed_and_logged_at_debug(
     assert set(fields) == {"held_seconds", "waited_seconds", "frames_copied", "wal_frames"}
     assert fields["wal_frames"] >= 64
     assert 0 <= fields["waited_seconds"] <= fields["held_seconds"]
+
+
+class _Passes:
+    """Stands in for a checkpointer's passes: each call copies the next of ``copies`` frames
+    (cumulative, as SQLite answers), the WAL holding ``frames``; ``held`` records the passes
+    made under the hold."""
+
+    def __init__(self, checkpointer: Checkpointer, frames: int, copies: list[int],
+                 delay: float = 0.0) -> None:  # fmt: skip
+        self.checkpointer, self.frames, self.copies, self.delay = (
+            checkpointer,
+            frames,
+            copies,
+            delay,
+        )
+        self.calls = 0
+        self.held: list[int] = []
+        self.holding = False
+
+    def checkpoint(self) -> tuple[int, int]:
+        time.sleep(self.delay)
+        copied = self.copies[min(self.calls, len(self.copies) - 1)]
+        self.calls += 1
+        if self.holding:
+            self.held.append(self.calls)
+            copied = self.frames  # under the hold nothing new arrives: the pass copies the rest
+        return self.frames, copied
+
+    @contextlib.contextmanager
+    def hold(self) -> Iterator[bool]:
+        self.holding = True
+        try:
+            yield True
+        finally:
+            self.holding = False
+
+
+def _scripted(monkeypatch: pytest.MonkeyPatch, frames: int, copies: list[int],
+              delay: float = 0.0) -> tuple[Checkpointer, _Passes]:  # fmt: skip
+    checkpointer = Checkpointer(Path("unused.db"), interval=3600)
+    passes = _Passes(checkpointer, frames, copies, delay)
+    checkpointer.hold = passes.hold
+    monkeypatch.setattr(checkpointer, "checkpoint", passes.checkpoint)
+    return checkpointer, passes
+
+
+def test_the_catch_up_goes_on_until_a_pass_copies_few_frames_then_holds_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # each pass copies what arrived during the one before: 9,000 then 9,600, 9,880, then SETTLED more
+    checkpointer, passes = _scripted(
+        monkeypatch, 20_000, [9_600, 9_880, 9_880 + checkpoint.SETTLED]
+    )
+    assert checkpointer.restart(9_000) is True
+    assert passes.calls == 4  # three catch-up passes, the last within SETTLED, then the held one
+    assert passes.held == [4]
+    assert checkpointer.restarts == 1
+
+
+def test_a_wal_that_does_not_settle_in_time_is_not_held_for_until_it_is_long(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(checkpoint, "CATCH_UP_SECONDS", 0.05)
+    growing = [1_000 * n for n in range(1, 200)]  # every pass copies 1,000 new frames
+    short = checkpoint.FORCE_FRAMES - 1
+    checkpointer, passes = _scripted(monkeypatch, short, growing, delay=0.01)
+    assert checkpointer.restart(0) is False
+    assert passes.held == []  # no hold: the held pass would copy a thousand frames
+    assert checkpointer.restarts == 0
+    assert sum(checkpointer.stats().hold_buckets) == 0
+    long_wal = checkpoint.FORCE_FRAMES
+    checkpointer, passes = _scripted(monkeypatch, long_wal, growing, delay=0.01)
+    assert checkpointer.restart(0) is True  # long enough to start over under a longer hold
+    assert len(passes.held) == 1

@@ -7,7 +7,7 @@ six B-tree pages (bench.storeprobe), so that was a commit every couple of hundre
 made the 99th percentile, and a share of the writer's CPU for every webhook. Here a thread
 runs a PASSIVE checkpoint every ``interval`` on its own connection, while the writer goes on
 committing (a PASSIVE checkpoint takes no lock a writer needs, and waits for none); the writers'
-own automatic checkpoint stays, past 64 MiB of WAL (``writer.PRAGMAS``), for when this thread
+own automatic checkpoint stays, past 96 MiB of WAL (``writer.PRAGMAS``), for when this thread
 cannot keep up.
 SQLite releases the GIL while it checkpoints, so the event loop's thread does not wait for it.
 
@@ -24,13 +24,22 @@ Starting the WAL over. SQLite rewinds the WAL only at a write that begins when e
 already copied, and under continuous load a commit always lands while a pass runs: the WAL grew
 to the writers' backstop, and the commit that crossed it copied everything since this thread's
 last pass and fsynced it, thousands of random pages (bench ingest: that one commit every 64 MiB
-of WAL was the p99). So once the WAL holds
-``RESTART_FRAMES``, this thread catches up with back-to-back passes until one copies fewer than
-``CATCH_UP`` frames, then asks the store to hold its writes (``hold``: the group commit sends no
+of WAL was the p99). So once the WAL holds ``RESTART_FRAMES``, this thread catches up with
+back-to-back passes, then asks the store to hold its writes (``hold``: the group commit sends no
 new batch and waits for the one in flight), copies the last frames, and lets the writes go: the
-next write starts the WAL over. The writes wait for that last short pass only (a
+next write starts the WAL over. The writes wait for that last pass only (a
 ``wal_checkpoint(RESTART)`` would do the same, but it waits for readers too, holding the writers
 meanwhile, and the writers would poll for its lock).
+
+How long the writes wait is how long that last pass takes, and a pass's time is mostly the
+fsync of the pages it copied, each to its own place in the database file: on a large store
+nearly every frame is a page of its own, so a pass's time grows with its frames. The held pass
+copies what arrived during the pass before it, so the catch-up goes on until a pass copies no
+more than ``SETTLED`` frames (each pass is shorter than the one before while the disk writes
+faster than the webhooks come): then the held pass is as short as a pass gets. A WAL that does
+not settle within ``CATCH_UP_SECONDS`` (the disk behind the load) is started over at a later
+round, when it may, and under a longer hold once it reaches ``FORCE_FRAMES``, before the
+writers' backstop would copy it inside a commit.
 
 What it costs is counted (``stats``, the metrics' ``jobhook_store_*``): the passes, the frames
 they copied and their time; the restarts; and for each hold, how long the writes were held and
@@ -66,12 +75,16 @@ BUSY_INTERVAL = 0.1
 BUSY_PAGES = 1000
 """A checkpoint that copied this many frames (SQLite's default checkpoint size) means a busy
 store: the next comes after ``BUSY_INTERVAL``."""
-RESTART_FRAMES = 8192
-"""A WAL this long (32 MiB of 4 KiB pages) is started over, under ``hold``."""
-CATCH_UP = 512
-"""Passes before the held one go on until one copies fewer frames than this..."""
-CATCH_UP_PASSES = 6
-"""...or this many have run."""
+RESTART_FRAMES = 16384
+"""A WAL this long (64 MiB of 4 KiB pages) is started over, under ``hold``: each start costs a
+hold, so the longer the WAL may grow, the fewer the holds."""
+SETTLED = 32
+"""Catch-up passes go on until one copies no more than this many frames..."""
+CATCH_UP_SECONDS = 1.0
+"""...for at most this long; a WAL not settled by then waits for a later round..."""
+FORCE_FRAMES = 20480
+"""...unless it holds this many frames (80 MiB): then it is started over under whatever hold
+its last frames take, before the writers' backstop (``writer.PRAGMAS``, 96 MiB) would."""
 HOLD_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """The holds' histogram buckets, in seconds: a hold is meant to last a batch's commit and one
 short pass; one that gives up lasts its timeout, a second."""
@@ -165,15 +178,21 @@ class Checkpointer:
 
     def restart(self, copied: int) -> bool:
         """After a pass that left ``copied`` frames of a long WAL copied: catch up with
-        back-to-back passes, then copy the rest with the writes held, so that the next write
-        starts the WAL over (unless a reader is still reading from it). Whether the held pass
-        copied everything."""
+        back-to-back passes until one copies at most ``SETTLED`` frames, then copy the rest with
+        the writes held, so that the next write starts the WAL over (unless a reader is still
+        reading from it). Whether the held pass copied everything; False without a hold when
+        the passes did not settle in time and the WAL is shorter than ``FORCE_FRAMES``."""
         if self.hold is None:
             return False
-        for _ in range(CATCH_UP_PASSES):
+        deadline = time.monotonic() + CATCH_UP_SECONDS
+        while True:
             last = copied
-            _, copied = self.checkpoint()
-            if copied - last < CATCH_UP:
+            frames, copied = self.checkpoint()
+            if copied - last <= SETTLED:
+                break
+            if time.monotonic() >= deadline:
+                if frames < FORCE_FRAMES:
+                    return False  # the disk is behind: a later round, or the forced hold
                 break
         frames = copied = 0
         held, waited = False, 0.0

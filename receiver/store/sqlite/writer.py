@@ -50,11 +50,12 @@ PRAGMAS = (
     "synchronous=FULL",
     "foreign_keys=ON",
     "busy_timeout=5000",
-    "wal_autocheckpoint=16384",
+    "wal_autocheckpoint=24576",
 )
 """The write connection's settings, the parent's and this process's alike. Checkpoints run on a
 thread of the parent's (``receiver.store.sqlite.checkpoint``); a commit checkpoints only as a
-backstop, past 16,384 pages of WAL (64 MiB; SQLite's default is 1,000)."""
+backstop, past 24,576 pages of WAL (96 MiB; SQLite's default is 1,000), above where that thread
+starts the WAL over."""
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
