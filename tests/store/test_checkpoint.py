@@ -304,7 +304,7 @@ def _scripted(monkeypatch: pytest.MonkeyPatch, frames: int, copies: list[int],
 def test_the_catch_up_goes_on_until_a_pass_copies_few_frames_then_holds_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # each pass copies what arrived during the one before: 9,000 then 9,600, 9,880, then SETTLED more
+    # each pass copies what arrived during the one before: 600, 280, then SETTLED frames
     checkpointer, passes = _scripted(
         monkeypatch, 20_000, [9_600, 9_880, 9_880 + checkpoint.SETTLED]
     )

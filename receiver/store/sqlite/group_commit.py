@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import pickle
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,7 +34,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 OFFLOAD_AT = 4
-"""Batches of this many operations or more run in the writer process (``_commit``)."""
+"""Batches of this many operations or more run in the writer process (``_commit``)..."""
+OFFLOAD_RATE = 500
+"""...and every batch does while the writes come this many a second or more (the last
+second's count, or the one before it)."""
 log = structlog.get_logger(__name__)
 
 
@@ -48,10 +52,14 @@ class GroupCommit:
     """The writer task: queued operations, committed a batch at a time on the store's write
     connection, or in the writer process."""
 
-    def __init__(self, process: WriterProcess, *, batch_max: int, offload_at: int) -> None:
+    def __init__(self, process: WriterProcess, *, batch_max: int, offload_at: int,
+                 offload_rate: int = OFFLOAD_RATE) -> None:  # fmt: skip
         self._process = process
         self._batch_max = batch_max
         self._offload_at = offload_at
+        self._offload_rate = offload_rate
+        self._second = 0.0  # when the current second's count began
+        self._this_second = self._last_second = 0  # writes counted in it, and in the one before
         self._db: sqlite3.Connection | None = None
         self._thread: Executor | None = None
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
@@ -115,15 +123,19 @@ class GroupCommit:
 
         A batch of ``offload_at`` operations or more runs in the writer process, off the event
         loop's core: batches that big mean webhooks are queueing for the loop (bench ingest at
-        saturation: 16-32 a batch). A smaller one runs here, its statements on the loop's
-        thread and only COMMIT (the fsync) on the store's thread: sparse writes (a poller's, a
-        quiet service's) cost less that way than a trip to another process and back, which
-        also wakes a process whose caches have gone cold (``bench poller`` uses more of a core
-        with every batch sent there). Run on another thread, every statement would release the
-        GIL inside SQLite and then wait for the loop's thread to hand it back: a batch took
-        several times its own work that way.
+        saturation: 16-32 a batch). So does every batch while writes come ``offload_rate`` a
+        second or more: at a steady rate well below saturation the fsync is short, batches stay
+        small, and their statements would run on the loop's thread between the requests it has
+        to serve, delaying each of them (the fixed-rate phases of bench ingest,
+        docs/performance.md). Otherwise a batch runs here, its statements on the loop's thread
+        and only COMMIT (the fsync) on the store's thread: sparse writes (a poller's, a quiet
+        service's) cost less that way than a trip to another process and back, which also
+        wakes a process whose caches have gone cold (``bench poller`` uses more of a core with
+        every batch sent there). Run on another thread, every statement would release the GIL
+        inside SQLite and then wait for the loop's thread to hand it back: a batch took several
+        times its own work that way.
         """
-        if len(batch) >= self._offload_at:
+        if len(batch) >= self._offload_at or self._busy(len(batch)):
             reply = await self._offload(batch)
         else:
             reply = await self._run_here(batch)
@@ -142,6 +154,17 @@ class GroupCommit:
             await self._commit([op for op in batch if op is not bad])
             return
         _fail(batch, error)
+
+    def _busy(self, writes: int) -> bool:
+        """Count ``writes`` more in this second; whether this second or the one before reached
+        ``offload_rate``."""
+        now = time.monotonic()
+        if now - self._second >= 1.0:
+            gone = now - self._second >= 2.0  # a second with no write in it came between
+            self._last_second = 0 if gone else self._this_second
+            self._second, self._this_second = now, 0
+        self._this_second += writes
+        return max(self._this_second, self._last_second) >= self._offload_rate
 
     async def _run_here(self, batch: list[_Write]) -> Reply:
         """The batch's statements on the loop's thread, its COMMIT on the store's thread."""
