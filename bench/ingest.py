@@ -141,8 +141,14 @@ def quiesce() -> float:
     working after its round: jobhook's checkpoint thread copies the WAL it left, PostgreSQL
     vacuums and writes back. Measured right after them, a row paid for that work (nullstore
     made 0.20 x bare in a run where it made 0.40 x measured alone).
+
+    First the page cache's dirty data is written back (``os.sync``): the requests a run has
+    just written (hundreds of MB for a fixed rate's ten minutes) would otherwise be written
+    back by the kernel half a minute later, in the middle of the measured run, where that
+    write-back stalled the store's fsyncs for up to ~150 ms (``bench.storestats``' fsync probe).
     """
     started = time.perf_counter()
+    os.sync()
     psutil.cpu_percent()
     while time.perf_counter() - started < QUIET_TIMEOUT:
         if psutil.cpu_percent(interval=0.5) < QUIET_PERCENT:
