@@ -20,7 +20,6 @@ five minutes of tolerance).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
 import time
@@ -47,8 +46,6 @@ SENDER_LATE_SHARE = 0.001
 """Past this share of late sends (or a late send past the p99 target) the sender, not the
 server, may be what the tail measures: the phase is not judged."""
 SIZE_POLL_SECONDS = 0.25
-SENDER_PRIORITY = 10
-"""The sender's SCHED_FIFO priority (1-99): above every normal thread, below the kernel's own."""
 
 
 def parse_percentages(text: str) -> tuple[float, ...]:
@@ -208,24 +205,6 @@ class Sizes(Polled):
         return out
 
 
-@contextlib.contextmanager
-def realtime() -> Iterator[str]:
-    """The calling thread (the sender's event loop) at a real-time priority while inside, where
-    the OS allows it: the sender stands for clients on other machines, and on two cores shared
-    with the server a sender scheduled behind the server's threads wakes late and measures
-    its own lag. It sleeps between sends, so it takes no more CPU than at a normal priority.
-    What it ran at: "SCHED_FIFO" or why not."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(SENDER_PRIORITY))
-    except (AttributeError, OSError) as exc:  # not Linux, or no CAP_SYS_NICE: as it is
-        yield f"normal priority ({exc.__class__.__name__}: {exc})"
-        return
-    try:
-        yield "SCHED_FIFO"
-    finally:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-
-
 def run_rate(
     service: procs.Service, db: Path, one: Plan, work: Path, args: argparse.Namespace,
 ) -> dict[str, Any]:  # fmt: skip
@@ -244,7 +223,6 @@ def run_rate(
         storestats.Readings(service.url) as readings,
         procs.FsyncProbe(db.parent) as disk,
         asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
-        realtime() as priority,
     ):
         record = runner.run(loadgen.run("127.0.0.1", service.port,
                                         request_lines(Path(f"{prefix}.0"), "127.0.0.1",
@@ -279,7 +257,6 @@ def run_rate(
         "cpu_us_per_request": cpu / max(len(record.status), 1) * 1e6,
         "sender_cpu_us_per_request": sender / max(len(record.status), 1) * 1e6,
         "sender_core_share": sender / (one.phases * one.phase_seconds),
-        "sender_priority": priority,
         "load_average": round((load + os.getloadavg()[0]) / 2, 2),
         "write_seconds": round(write_seconds, 1),
         "quiesce_seconds": round(waited, 1),
@@ -328,8 +305,7 @@ def show(results: list[dict[str, Any]], workload_name: str) -> None:
             f"  {result['percent']:g} %: {sender}{result['late_sends']:,} of "
             f"{result['sends']:,} sends late (> {loadgen.LATE_AFTER * 1000:g} ms), worst "
             f"{result['worst_late_ms']:.1f} ms (its CPU {result['sender_cpu_us_per_request']:,.0f} "
-            f"us a request, {result['sender_core_share']:.0%} of a core, "
-            f"{result.get('sender_priority', 'normal priority')}); jobhook's CPU "
+            f"us a request, {result['sender_core_share']:.0%} of a core); jobhook's CPU "
             f"{result['cpu_us_per_request']:,.0f} us a request; "
             f"{ingest_report.summary_line(result['checks'])}"
         )
