@@ -350,11 +350,10 @@ async def test_a_batch_mixing_ingests_with_a_replay_commits_whole(tmp_path: Path
         await store.close()
 
 
-async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
-    await store.open()
+def _trips_to_the_writer_process(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> list[bytes]:
+    """The batches ``store`` sends to its writer process from now on, as sent."""
     sent: list[bytes] = []
     run = store.connector._process.run
 
@@ -363,6 +362,15 @@ async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_proce
         return await run(data)
 
     monkeypatch.setattr(store.connector._process, "run", counted)
+    return sent
+
+
+async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
+    await store.open()
+    sent = _trips_to_the_writer_process(store, monkeypatch)
     try:
         assert (await store.ingest(_event("alone"), [])).status == "accepted"
         assert sent == []
@@ -380,21 +388,15 @@ async def test_at_a_steady_rate_even_single_writes_run_in_the_writer_process(
 ) -> None:
     store = SQLiteStore(tmp_path / "s.db", offload_at=4)
     await store.open()
-    sent: list[bytes] = []
-    run = store.connector._process.run
-
-    async def counted(data: bytes) -> object:
-        sent.append(data)
-        return await run(data)
-
-    monkeypatch.setattr(store.connector._process, "run", counted)
+    sent = _trips_to_the_writer_process(store, monkeypatch)
     monkeypatch.setattr(store.connector._commits, "_offload_rate", 3)
     try:
         for n in range(5):  # one at a time: batches of one, well within a second
             assert (await store.ingest(_event(f"steady-{n}"), [])).status == "accepted"
         assert len(sent) == 3  # the first two here; from the third, the rate is reached
         for n in range(5):
-            assert await store.get_job("reducto", f"steady-{n}") is not None
+            event = _event(f"steady-{n}")
+            assert await store.get_job(event.source, event.job_id) is not None
         monkeypatch.setattr(store.connector._commits, "_second", time.monotonic() - 2.5)
         assert (await store.ingest(_event("after-a-pause"), [])).status == "accepted"
         assert len(sent) == 3  # a quiet second later: back to the loop's thread
