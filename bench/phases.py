@@ -3,7 +3,9 @@
 After the saturated rounds, jobhook on SQLite (the rounds' row, on the store they left) is sent
 webhooks open loop (``bench.loadgen``: request i due at start + i / rate, so a stall is counted
 in the latency of every request due while it lasted, not hidden as wrk's closed loop hides it)
-at each given percentage of the rate the rounds measured (their median), for N phases of
+from a process of its own (``loadgen.run_apart``: the samplers below are threads of the bench's
+process, kept out of the sender's interpreter, where they delayed its sends) at each given
+percentage of the rate the rounds measured (their median), for N phases of
 ``--phase-seconds`` (a minute) each, without a pause between the phases of one rate. Each phase
 of a rate is reported: throughput (answers that arrived in it, a second), p50/p99/p99.9 of the
 requests due in it (from their slot to their answer), answers not 2xx, the sends that left
@@ -19,15 +21,13 @@ five minutes of tolerance).
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import math
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import uvloop
 
 from bench import ingest_report, loadgen, procs, report, signing, storestats
 from bench.polled import Polled
@@ -217,18 +217,16 @@ def run_rate(
                            stamp=lambda n: int(written + n / one.rate))  # fmt: skip
     write_seconds = time.time() - written
     waited = quiesce()
-    cpu, load, sender = service.cpu_seconds(), os.getloadavg()[0], time.process_time()
+    cpu, load = service.cpu_seconds(), os.getloadavg()[0]
+    lines = functools.partial(request_lines, Path(f"{prefix}.0"), "127.0.0.1", service.port)
     with (
         Sizes(db) as sizes,
         storestats.Readings(service.url) as readings,
         procs.FsyncProbe(db.parent) as disk,
-        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
     ):
-        record = runner.run(loadgen.run("127.0.0.1", service.port,
-                                        request_lines(Path(f"{prefix}.0"), "127.0.0.1",
-                                                      service.port), one.rate,
-                                        connections=args.connections))  # fmt: skip
-    cpu, sender = service.cpu_seconds() - cpu, time.process_time() - sender
+        record, sender = loadgen.run_apart("127.0.0.1", service.port, lines, one.rate,
+                                           connections=args.connections)  # fmt: skip
+    cpu = service.cpu_seconds() - cpu
     Path(f"{prefix}.0").unlink(missing_ok=True)
     phases = phase_figures(record, one.rate, one.phases, one.phase_seconds)
     for figures, size in zip(phases, sizes.per_phase(record.start, one.phases,

@@ -1,9 +1,12 @@
 """bench.loadgen, the open-loop sender: its lag counts the sends that fell behind their slot
-and the worst of them (not only the worst), and every request is recorded against its slot."""
+and the worst of them (not only the worst), every request is recorded against its slot, and
+``run_apart`` sends from a process of its own."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import time
 
 import pytest
@@ -23,11 +26,14 @@ def test_lag_counts_sends_later_than_the_threshold_and_keeps_the_worst() -> None
     assert loadgen.Lag().share == 0.0
 
 
-async def _server(delay: float = 0.0) -> tuple[asyncio.Server, int]:
+async def _server(delay: float = 0.0,
+                  seen: list[bytes] | None = None) -> tuple[asyncio.Server, int]:  # fmt: skip
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                if seen is not None:
+                    seen.append(head.split(b" ", 2)[1])
                 length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                               if line.lower().startswith(b"content-length"))  # fmt: skip
                 await reader.readexactly(length)
@@ -72,3 +78,26 @@ async def test_a_stalled_sender_counts_its_late_sends() -> None:
     assert record.lag.late >= 10  # at least the ~40 sends due during the stall, give or take
     assert 0.02 < record.lag.worst < 0.5
     assert set(record.status) == {200}
+
+
+def _requests_naming_this_process(port: int, count: int) -> list[bytes]:
+    path = f"/webhooks/{os.getpid()}"
+    return [loadgen.http_request("127.0.0.1", port, path, {}, "{}") for _ in range(count)]
+
+
+async def test_run_apart_sends_from_a_process_of_its_own() -> None:
+    # The samplers of a fixed-rate phase are threads of the bench's process: the sender runs
+    # in another one, and says how much CPU it spent there.
+    paths: list[bytes] = []
+    server, port = await _server(seen=paths)
+    async with server:
+        record, cpu = await asyncio.to_thread(
+            loadgen.run_apart, "127.0.0.1", port,
+            functools.partial(_requests_naming_this_process, port, 100), 1000.0, 4,
+        )  # fmt: skip
+    assert record.lag.sends == 100 == len(record.status)
+    assert set(record.status) == {200}
+    senders = {path.rsplit(b"/", 1)[1] for path in paths}
+    assert len(senders) == 1
+    assert senders != {str(os.getpid()).encode()}
+    assert cpu > 0
