@@ -63,6 +63,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "percentages of its saturated rate (the rounds' median), e.g. 25,50 (default: none)",
     )  # fmt: skip
     parser.add_argument(
+        "--rate-base", type=float, default=None, metavar="REQ/S",
+        help="ingest: the rate --rate-phases are percentages of, instead of the rounds' median "
+        "(to run the same rates on stores of two sizes, say)",
+    )  # fmt: skip
+    parser.add_argument(
         "--rate-minutes", type=int, default=10, metavar="N",
         help="ingest: phases (of --phase-seconds) at each --rate-phases rate (default 10)",
     )  # fmt: skip
@@ -100,6 +105,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--phase-seconds must be at least 1")
     if args.rate_minutes < 1:
         parser.error("--rate-minutes must be at least 1")
+    if args.rate_base is not None and not args.rate_base > 0:
+        parser.error("--rate-base must be a rate above 0 (requests a second)")
     unknown = [name for name in args.names if name not in BENCHMARKS]
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}")

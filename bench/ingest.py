@@ -369,7 +369,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sizes["jobhook"]["after_rounds"] = _sqlite_size(db)
         rated: list[dict[str, Any]] = []
         if args.rate_phases:
-            saturated = report.median([r["rps"] for r in rounds["jobhook"]])
+            saturated = args.rate_base or report.median([r["rps"] for r in rounds["jobhook"]])
             rated = phases.run(jobhook, db, saturated, work, args)
             sizes["jobhook"]["after_rate_phases"] = _sqlite_size(db)
         if random_db is not None:

@@ -62,7 +62,9 @@ def header(
         )
     else:
         filled = "empty (a new store)"
-    rate = (f"{', '.join(f'{p:g} %' for p in args.rate_phases)} of the saturated rate, "
+    base = (f"{args.rate_base:,.0f} req/s (--rate-base)" if args.rate_base
+            else "the saturated rate")  # fmt: skip
+    rate = (f"{', '.join(f'{p:g} %' for p in args.rate_phases)} of {base}, "
             f"{args.rate_minutes} x {args.phase_seconds} s each, open loop"
             if args.rate_phases else "none")  # fmt: skip
     sustained = (f"{args.sustain_minutes} x {args.phase_seconds} s from {args.sustain_from}"

@@ -265,6 +265,11 @@ def test_the_header_says_what_was_measured_and_warns_when_not_quiet() -> None:
     assert "sustained: 2 x 5 s from both" in lines[3]
     assert "rate phases: 25 %, 50 % of the saturated rate, 3 x 5 s each, open loop" in lines[3]
     assert "loop=uvloop, http=httptools" in lines[4]
+    args.rate_base = 1450.0
+    based = ingest_report.header_lines(ingest_report.header(
+        measured_on="x", load_before=(0.1, 0.0, 0.0), jobs=0, ids="ksuid", store_bytes=0,
+        args=args))  # fmt: skip
+    assert "rate phases: 25 %, 50 % of 1,450 req/s (--rate-base), 3 x 5 s each" in based[2]
     assert "access_log=False" in lines[4]
     quiet = ingest_report.header(measured_on="x", load_before=(0.49, 0.0, 0.0), jobs=0,
                                  ids="ksuid", store_bytes=0, args=args)  # fmt: skip
