@@ -73,7 +73,7 @@ def _measure(
         WalPeak(wal) if wal is not None else contextlib.nullcontext() as peak,
         procs.FsyncProbe(wal.parent) if wal is not None else contextlib.nullcontext() as disk,
     ):
-        figures = wrk.run(service.url + "/webhooks/reducto", prefix,
+        figures = wrk.run(service.url + procs.WEBHOOK_PATH, prefix,
                           connections=args.connections, seconds=seconds)  # fmt: skip
     if wal is not None:
         figures |= storestats.delta(stats, storestats.read(service.url))

@@ -34,7 +34,7 @@ def _requests(port: int, tag: str, count: int) -> list[tuple[str, bytes]]:
         job_id = f"{tag}-{n:06d}"
         body = signing.body(job_id)
         headers = signed_headers(body, msg_id=f"msg_{job_id}", timestamp=now)
-        out.append((job_id, loadgen.http_request("127.0.0.1", port, "/webhooks/reducto",
+        out.append((job_id, loadgen.http_request("127.0.0.1", port, procs.WEBHOOK_PATH,
                                                  headers, body)))  # fmt: skip
     return out
 

@@ -84,7 +84,7 @@ def request_lines(path: Path, host: str, port: int) -> Iterator[bytes]:
             message_id, ts, signature, body = line.rstrip("\n").split("\t", 3)
             headers = {"svix-id": message_id, "svix-timestamp": ts, "svix-signature": signature,
                        "Content-Type": "application/json"}  # fmt: skip
-            yield loadgen.http_request(host, port, "/webhooks/reducto", headers, body)
+            yield loadgen.http_request(host, port, procs.WEBHOOK_PATH, headers, body)
 
 
 def phase_figures(record: loadgen.Record, rate: float, phases: int,

@@ -44,6 +44,12 @@ def cli(*args: str) -> list[str]:
     return [*prefix, *args]
 
 
+SOURCE = "reducto"
+"""The bench's one source: its provider is the workload's (``bench.workload``'s bodies are that
+provider's ``async.update``), so the config, the simulator and the senders name it here."""
+WEBHOOK_PATH = f"/webhooks/{SOURCE}"
+
+
 def jobhook_config(
     directory: Path,
     port: int,
@@ -67,14 +73,14 @@ def jobhook_config(
         "[log]",
         'level = "info"',
         'format = "json"',
-        "[sources.reducto]",
-        'provider = "reducto"',
+        f"[sources.{SOURCE}]",
+        f'provider = "{SOURCE}"',
         'secrets = ["env:BENCH_WEBHOOK_SECRET"]',
     ]
     if api_base_url:
         lines += [f'api_base_url = "{api_base_url}"', 'api_key = "env:BENCH_API_KEY"']
     if poll:
-        lines.append("[sources.reducto.poll]")
+        lines.append(f"[sources.{SOURCE}.poll]")
         lines += [f"{k} = {_toml(v)}" for k, v in poll.items()]
     for handler in handlers:
         lines.append("[[handlers]]")
@@ -226,7 +232,7 @@ def bare(directory: Path, port: int | None = None) -> Service:
 
 def simulator(directory: Path, port: int, *options: str) -> Service:
     """``jobhook simulate`` for Reducto with the bench key (and signing secret)."""
-    argv = cli("simulate", "--provider", "reducto", "--port", str(port),
+    argv = cli("simulate", "--provider", SOURCE, "--port", str(port),
                "--api-key", "env:BENCH_API_KEY", *options)  # fmt: skip
     return Service("simulator", argv, port, directory / "simulator.log")
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bench import loadgen, phases
+from bench import loadgen, phases, procs
 from bench.__main__ import parse
 
 if TYPE_CHECKING:
@@ -200,7 +200,7 @@ def test_request_lines_make_the_signed_requests_loadgen_sends(tmp_path: Path) ->
     path.write_text('msg_1\t1700000000\tv1,abc\t{"job_id": "j"}\n', encoding="utf-8")
     (request,) = phases.request_lines(path, "127.0.0.1", 8000)
     head, _, body = request.partition(b"\r\n\r\n")
-    assert head.startswith(b"POST /webhooks/reducto HTTP/1.1\r\nHost: 127.0.0.1:8000")
+    assert head.startswith(f"POST {procs.WEBHOOK_PATH} HTTP/1.1\r\nHost: 127.0.0.1:8000".encode())
     assert b"svix-id: msg_1" in head
     assert b"svix-timestamp: 1700000000" in head
     assert b"svix-signature: v1,abc" in head

@@ -378,7 +378,7 @@ async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_proce
         assert [r.status for r in results] == ["accepted"] * 8
         assert len(sent) == 1  # the eight queued together: one batch, one trip
         for job_id in ("alone", *(f"many-{n}" for n in range(8))):
-            assert await store.get_job("reducto", job_id) is not None
+            assert await store.get_job(_event(job_id).source, job_id) is not None
     finally:
         await store.close()
 
