@@ -184,6 +184,10 @@ class Checkpointer:
         the passes did not settle in time and the WAL is shorter than ``FORCE_FRAMES``."""
         if self.hold is None:
             return False
+        # The length that called for this restart: what the log reports, since a catch-up pass
+        # that copies every frame lets the next write start the WAL over by itself, and the held
+        # pass may then see a new, short WAL.
+        grown = self.wal_frames
         deadline = time.monotonic() + CATCH_UP_SECONDS
         while True:
             last = copied
@@ -213,7 +217,7 @@ class Checkpointer:
         self._done = 0  # the next write starts the WAL over
         log.debug("store_wal_restarted", held_seconds=round(seconds, 6),
                   waited_seconds=round(waited, 6), frames_copied=under_hold,
-                  wal_frames=frames)  # fmt: skip
+                  wal_frames=max(grown, frames))  # fmt: skip
         return True
 
     def _held(self, seconds: float, held: bool, frames: int) -> None:
