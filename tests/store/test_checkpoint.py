@@ -329,3 +329,21 @@ def test_a_wal_that_does_not_settle_in_time_is_not_held_for_until_it_is_long(
     checkpointer, passes = _scripted(monkeypatch, long_wal, growing, delay=0.01)
     assert checkpointer.restart(0) is True  # long enough to start over under a longer hold
     assert len(passes.held) == 1
+
+
+def test_a_wal_found_long_during_the_catch_up_is_held_for_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # At a steady rate the WAL can grow from the restart length past FORCE_FRAMES while the
+    # catch-up runs: waiting out the catch-up's deadline would let it reach the writers'
+    # backstop, which copies it inside a commit. The pass that finds it that long ends the
+    # catch-up, whatever the deadline.
+    monkeypatch.setattr(checkpoint, "CATCH_UP_SECONDS", 60.0)
+    growing = [1_000 * n for n in range(1, 200)]  # every pass copies 1,000 new frames
+    checkpointer, passes = _scripted(monkeypatch, checkpoint.FORCE_FRAMES, growing)
+    started = time.monotonic()
+    assert checkpointer.restart(0) is True
+    assert time.monotonic() - started < 5.0
+    assert passes.calls == 2  # the pass that found the WAL that long, then the held one
+    assert passes.held == [2]
+    assert checkpointer.restarts == 1

@@ -38,8 +38,10 @@ copies what arrived during the pass before it, so the catch-up goes on until a p
 more than ``SETTLED`` frames (each pass is shorter than the one before while the disk writes
 faster than the webhooks come): then the held pass is as short as a pass gets. A WAL that does
 not settle within ``CATCH_UP_SECONDS`` (the disk behind the load) is started over at a later
-round, when it may, and under a longer hold once it reaches ``FORCE_FRAMES``, before the
-writers' backstop would copy it inside a commit.
+round, when it may, and under a longer hold as soon as a pass finds it ``FORCE_FRAMES`` long,
+catch-up or not, before the writers' backstop would copy it inside a commit (at a steady half
+of the saturated rate the WAL grows from the restart length to the backstop in well under the
+catch-up's second).
 
 What it costs is counted (``stats``, the metrics' ``jobhook_store_*``): the passes, the frames
 they copied and their time; the restarts; and for each hold, how long the writes were held and
@@ -192,12 +194,10 @@ class Checkpointer:
         while True:
             last = copied
             frames, copied = self.checkpoint()
-            if copied - last <= SETTLED:
-                break
+            if copied - last <= SETTLED or frames >= FORCE_FRAMES:
+                break  # settled; or long enough to start over now, before the backstop does
             if time.monotonic() >= deadline:
-                if frames < FORCE_FRAMES:
-                    return False  # the disk is behind: a later round, or the forced hold
-                break
+                return False  # the disk is behind: a later round, or the forced hold
         frames = copied = 0
         held, waited = False, 0.0
         before = self.frames
