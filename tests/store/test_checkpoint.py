@@ -274,7 +274,7 @@ class _Passes:
         self.held: list[int] = []
         self.holding = False
 
-    def checkpoint(self) -> tuple[int, int]:
+    def checkpoint(self, mode: str = "PASSIVE") -> tuple[int, int]:
         time.sleep(self.delay)
         copied = self.copies[min(self.calls, len(self.copies) - 1)]
         self.calls += 1
@@ -347,3 +347,50 @@ def test_a_wal_found_long_during_the_catch_up_is_held_for_at_once(
     assert passes.calls == 2  # the pass that found the WAL that long, then the held one
     assert passes.held == [2]
     assert checkpointer.restarts == 1
+
+
+def test_the_held_pass_waits_for_a_reader_on_an_older_snapshot_and_starts_the_wal_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A read begun before the hold pins the frames committed after its snapshot: a pass that
+    # does not wait for it copies all but those, and the hold is spent without a restart.
+    db = tmp_path / "r.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    reader = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    try:
+        writer.execute("PRAGMA journal_mode=WAL")
+        writer.execute("PRAGMA wal_autocheckpoint=0")
+        writer.execute("CREATE TABLE t (x)")
+        writer.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(2000)])
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM t").fetchone() == (2000,)  # its snapshot
+        writer.executemany("INSERT INTO t VALUES (?)", [(n,) for n in range(2000)])
+        ended: list[float] = []
+
+        def end_the_read() -> None:
+            reader.execute("COMMIT")
+            ended.append(time.monotonic())
+
+        @contextlib.contextmanager
+        def hold() -> Iterator[bool]:
+            threading.Timer(0.05, end_the_read).start()  # the read ends while the writes wait
+            yield True
+
+        monkeypatch.setattr(checkpoint, "READERS_MS", 10_000)  # however late the timer fires
+        checkpointer = Checkpointer(db, interval=3600, hold=hold)
+        checkpointer.start()
+        try:
+            _, copied = checkpointer.checkpoint()  # a pass before the hold: the reader pins
+            frames = checkpointer.wal_frames
+            assert copied < frames
+            assert checkpointer.restart(copied) is True
+            assert ended  # the held pass waited for the read to end
+            assert checkpointer.restarts == 1
+        finally:
+            checkpointer.stop()
+        writer.execute("INSERT INTO t VALUES (0)")  # the next write starts the WAL over
+        _, wal_frames, _ = writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert wal_frames < frames
+    finally:
+        reader.close()
+        writer.close()

@@ -31,6 +31,14 @@ next write starts the WAL over. The writes wait for that last pass only (a
 ``wal_checkpoint(RESTART)`` would do the same, but it waits for readers too, holding the writers
 meanwhile, and the writers would poll for its lock).
 
+The held pass is a FULL checkpoint, which is a PASSIVE one that also waits, briefly
+(``READERS_MS``), for readers still on an older snapshot: a reader pins the frames committed
+after its snapshot began, so a PASSIVE pass that met one (a read of the store, such as the
+metrics' backlog query, begun just before the hold) copied all but those, the WAL could not
+start over, and the hold was spent for nothing; under a steady load the WAL then grew to the
+writers' backstop, which copied it inside a commit. The writes are held already, so FULL's
+writer lock is free.
+
 How long the writes wait is how long that last pass takes, and a pass's time is mostly the
 fsync of the pages it copied, each to its own place in the database file: on a large store
 nearly every frame is a page of its own, so a pass's time grows with its frames. The held pass
@@ -87,6 +95,9 @@ CATCH_UP_SECONDS = 1.0
 FORCE_FRAMES = 20480
 """...unless it holds this many frames (80 MiB): then it is started over under whatever hold
 its last frames take, before the writers' backstop (``writer.PRAGMAS``, 96 MiB) would."""
+READERS_MS = 100
+"""How long the held pass waits for readers still on an older snapshot of the WAL (each read
+of the store, the metrics' backlog query among them, is a short transaction)."""
 HOLD_BOUNDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """The holds' histogram buckets, in seconds: a hold is meant to last a batch's commit and one
 short pass; one that gives up lasts its timeout, a second."""
@@ -127,6 +138,7 @@ class Checkpointer:
         """Open the connection (an error here is the caller's) and start the thread."""
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._conn.execute("PRAGMA synchronous=FULL")  # a checkpoint fsyncs WAL, then database
+        self._conn.execute(f"PRAGMA busy_timeout={READERS_MS}")  # the held pass only: FULL
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
         self._thread.start()
@@ -141,13 +153,14 @@ class Checkpointer:
                 self._conn.close()
             self._conn = None
 
-    def checkpoint(self) -> tuple[int, int]:
-        """One PASSIVE checkpoint: (frames in the WAL, frames of it copied into the database),
-        counted. SQLite answers how much of the WAL is copied, by anyone: frames the writers'
-        backstop copied since the last pass are counted with this one."""
+    def checkpoint(self, mode: str = "PASSIVE") -> tuple[int, int]:
+        """One checkpoint: (frames in the WAL, frames of it copied into the database), counted.
+        SQLite answers how much of the WAL is copied, by anyone: frames the writers' backstop
+        copied since the last pass are counted with this one. PASSIVE waits for nothing;
+        FULL, the held pass's, waits up to ``READERS_MS`` for readers on an older snapshot."""
         assert self._conn is not None
         started = time.monotonic()
-        row = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        row = self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         self.seconds += time.monotonic() - started
         frames, copied = int(row[1]), int(row[2])
         fresh = copied - self._done if copied >= self._done else copied  # the WAL started over
@@ -206,7 +219,7 @@ class Checkpointer:
             with self.hold() as held:
                 if held:
                     waited = time.monotonic() - asked  # for the batch in flight to commit
-                    frames, copied = self.checkpoint()
+                    frames, copied = self.checkpoint("FULL")
         finally:  # a pass that failed held the writes too
             seconds = time.monotonic() - asked
             under_hold = self.frames - before
