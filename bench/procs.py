@@ -231,7 +231,7 @@ def bare(directory: Path, port: int | None = None) -> Service:
 
 
 def simulator(directory: Path, port: int, *options: str) -> Service:
-    """``jobhook simulate`` for Reducto with the bench key (and signing secret)."""
+    """``jobhook simulate`` for the bench's ``SOURCE`` with the bench key (and signing secret)."""
     argv = cli("simulate", "--provider", SOURCE, "--port", str(port),
                "--api-key", "env:BENCH_API_KEY", *options)  # fmt: skip
     return Service("simulator", argv, port, directory / "simulator.log")
