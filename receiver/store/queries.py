@@ -94,6 +94,11 @@ METADATA_HOLDS = """EXISTS (SELECT 1 FROM json_each(j.metadata) AS m WHERE m.key
 COMPLETIONS_AFTER = f"{sql.SELECT_COMPLETION} WHERE id > ? {{only}} ORDER BY id LIMIT ?"
 LAST_COMPLETION_ID = "SELECT coalesce(max(id), 0) FROM completions"
 
+# The oldest work waiting, through the dispatches waiting only, one state at a time: an ANALYZEd
+# store counts two states in dispatches_due (nearly all done, some dead), so SQLite read every
+# dispatch for a join on ``state IN ('pending', 'running')`` (tens of milliseconds on
+# bench.prefill's store, on every metrics scrape: a read that long keeps its snapshot of the WAL,
+# which the checkpoint's held pass waits for), and uses the index for one state at a time.
 BACKLOG = """
 SELECT
     (SELECT count(*) FROM completions WHERE phase = 'resolving'),
@@ -103,8 +108,10 @@ SELECT
     (SELECT min(t) FROM (
         SELECT min(created_at) AS t FROM completions WHERE phase = 'resolving'
         UNION ALL
-        SELECT min(c.created_at) FROM dispatches d JOIN completions c ON c.id = d.completion_id
-        WHERE d.state IN ('pending', 'running')) AS oldest)
+        SELECT min(created_at) FROM completions WHERE id IN (
+            SELECT d.completion_id FROM dispatches d WHERE d.state = 'pending'
+            UNION ALL
+            SELECT d.completion_id FROM dispatches d WHERE d.state = 'running')) AS oldest)
 """
 
 # Completions that still need their job API's confirmation (no result reference yet).

@@ -466,6 +466,20 @@ class TestStoreContract:
         )
         assert stats.handler_failures["b"] == {"dead": 1, "retrying": 0}
 
+    async def test_the_oldest_work_waiting_is_a_dispatch_pending_or_running(
+        self, store: Store
+    ) -> None:
+        await complete(store, "job-1", "a")  # nothing to confirm: a dispatch waits, pending
+        pending = await store.backlog()
+        assert (pending.resolving, pending.pending) == (0, 1)
+        assert pending.oldest_pending_at is not None
+        (claimed,) = await claim_all(store, "w1", time.time() + 1)
+        running = await store.backlog()
+        assert (running.pending, running.running) == (0, 1)
+        assert running.oldest_pending_at == pending.oldest_pending_at
+        await store.finish_dispatch(claimed.id, "w1", error=None, next_attempt_at=None)
+        assert (await store.backlog()).oldest_pending_at is None
+
     async def test_purge_removes_only_delivered_jobs(self, store: Store) -> None:
         await complete(store, "job-1", "a", resolve=True)
         await complete(store, "job-2", "a", resolve=False)
