@@ -60,7 +60,7 @@ def jobhook_config(
     admin_token: str | None = None,
     store_url: str | None = None,
 ) -> Path:
-    """A jobhook.toml with one Reducto source (secret and key from the environment); its
+    """A jobhook.toml with the one ``SOURCE`` (secret and key from the environment); its
     store is ``directory``/jobhook.db unless ``store_url`` names another."""
     lines = [
         f'data_dir = "{directory}"',

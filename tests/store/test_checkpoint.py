@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def _event(n: int) -> Event:
-    return Event("reducto", f"job-{n}", State.SUCCEEDED, "Completed", "webhook", f"msg-{n}",
+    return Event("acme-docs", f"job-{n}", State.SUCCEEDED, "Completed", "webhook", f"msg-{n}",
                  {"user_id": str(n)})  # fmt: skip
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from tests.store.test_contract import claim_all, complete
+from tests.store.test_contract import SOURCE, claim_all, complete
 
 if TYPE_CHECKING:
     from receiver.store import Store
@@ -39,7 +39,7 @@ async def test_an_open_circuit_keeps_its_dispatches_unclaimed_and_unspent(store:
     await fail(store, "hook", 5, now)
     assert [d.handler for d in await claim_all(store, "w1", now)] == ["other"]
     assert await store.next_due() == now + 30.0
-    (hook,) = [d for d in await store.dispatches_for("reducto", "job-1") if d.handler == "hook"]
+    (hook,) = [d for d in await store.dispatches_for(SOURCE, "job-1") if d.handler == "hook"]
     assert (hook.state, hook.attempts) == ("pending", 0)
 
 

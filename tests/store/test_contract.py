@@ -17,7 +17,7 @@ from receiver.store.sqlite.store import SQLiteStore
 if TYPE_CHECKING:
     from receiver.store import DispatchRow, Store
 
-SOURCE = "reducto"
+SOURCE = "acme-docs"
 WORDS = {
     State.QUEUED: "Pending",
     State.RUNNING: "InProgress",
@@ -424,7 +424,7 @@ class TestStoreContract:
         await store.ingest(news("job-1", State.FAILED, "m1", error_code="TIMEOUT"), ["files"])
         await store.ingest(news("job-2", State.QUEUED, "m2"), ["files"])
         await store.ingest(news("job-2", State.FAILED, "m3", error_code="PARSE_ERROR"), [])
-        # Reducto's webhook has no code: the confirming job API call brings it.
+        # A webhook without a code (some send none): the confirming job API call brings it.
         await store.ingest(news("job-3", State.FAILED, "m4"), ["files"], resolve=True)
         claimed = await store.claim_completions("w1", 10, 30, time.time() + 1)
         (row,) = [c for c in claimed if c.job_id == "job-3"]

@@ -92,7 +92,7 @@ def test_the_backlog_reads_only_the_dispatches_waiting(tmp_path: Path) -> None:
                 and "CONSTANT" not in step], plan  # fmt: skip
 
 
-_EVERY = JobFilter(source="reducto", state="failed", created_after=1.0, created_before=2.0,
+_EVERY = JobFilter(source="acme-docs", state="failed", created_after=1.0, created_before=2.0,
                    metadata=(("tenant", "t"),), min_confidence=0.5, error_code="http_5xx",
                    field="total", max_confidence=0.5)  # fmt: skip
 # Each query of the store that a job's id, a completion's or a dispatch's selects (the admin
@@ -107,9 +107,9 @@ _BY_KEY: dict[str, str] = {
     "completion_for": f"{sql.SELECT_COMPLETION} WHERE job = {sql.JOB_KEY}",
     "deliveries_for": queries.SELECT_DELIVERIES,
     "attempts_for": history.ATTEMPTS_FOR,
-    "replay_job": sql.replay_query("reducto", "j", None, None, False)[0],
+    "replay_job": sql.replay_query("acme-docs", "j", None, None, False)[0],
     "replay_handler": sql.replay_query(None, None, "h", 1.0, False)[0],
-    "listing_one_job": queries.list_jobs_query(JobFilter("reducto", "j"), 1, None)[0],
+    "listing_one_job": queries.list_jobs_query(JobFilter("acme-docs", "j"), 1, None)[0],
     "listing_newest": queries.list_jobs_query(JobFilter(), 50, (1.0, "s", "j"))[0],
     "listing_every_filter": queries.list_jobs_query(_EVERY, 50, None)[0],
     "listing_of_sources": queries.list_jobs_query(JobFilter(sources=("a", "b")), 50, None)[0],
@@ -127,7 +127,7 @@ _BY_KEY: dict[str, str] = {
     "resolve_completion": sql.RESOLVE_COMPLETION,
     "due_polls": sql.DUE_POLLS,
     "schedule_poll": sql.SCHEDULE_POLL,
-    "bulk_chunk": bulk.chunk_query(bulk.ReplayFilter(JobFilter(source="reducto")), 0, 100)[0],
+    "bulk_chunk": bulk.chunk_query(bulk.ReplayFilter(JobFilter(source="acme-docs")), 0, 100)[0],
     "dead_list": history.dead_list_query(None, None, 100)[0],
     "dead_list_of_sources": history.dead_list_query(None, None, 100, ("a", "b"))[0],
     "reprocess_of": reprocesses.OF_JOB,
