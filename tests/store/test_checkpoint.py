@@ -124,6 +124,43 @@ async def test_a_long_wal_starts_over_while_webhooks_keep_coming(
         await store.close()
 
 
+async def test_a_store_at_rest_after_a_burst_is_not_held_for_again_and_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoint, "RESTART_FRAMES", 64)
+    store = SQLiteStore(tmp_path / "r.db")
+    checkpointer = store.connector._checkpointer
+    monkeypatch.setattr(checkpointer, "interval", 0.02)
+    passes = 0
+    real_pass = checkpointer._pass
+
+    def counted(mode: str = "PASSIVE") -> tuple[int, int]:
+        nonlocal passes
+        passes += 1
+        return real_pass(mode)
+
+    monkeypatch.setattr(checkpointer, "_pass", counted)
+    await store.open()
+    try:
+        checkpointer.stop()  # no pass while the burst lands: it leaves a long WAL
+        for burst in range(10):  # a commit each, at least: a WAL of well over 64 frames
+            await asyncio.gather(
+                *(store.ingest(_event(burst * 30 + n), ["files"]) for n in range(30))
+            )
+        checkpointer.start()
+        async with asyncio.timeout(30):
+            while passes < 10:  # the burst's restart, under a hold; then passes with no write
+                await asyncio.sleep(0.01)
+        assert checkpointer.restarts == 1
+        assert checkpointer.wal_frames >= 64  # still the burst's WAL: no write started it over
+        await store.ingest(_event(300), ["files"])  # the next write starts the WAL over itself
+        with sqlite3.connect(store.path) as conn:
+            _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert frames < 64
+    finally:
+        await store.close()
+
+
 def _writer(db: Path) -> sqlite3.Connection:
     """A connection writing to ``db`` in WAL mode, never checkpointing itself. Keep it open:
     the last connection to close would copy the WAL back and delete it."""
@@ -312,6 +349,30 @@ def test_the_catch_up_goes_on_until_a_pass_copies_few_frames_then_holds_once(
     assert passes.calls == 4  # three catch-up passes, the last within SETTLED, then the held one
     assert passes.held == [4]
     assert checkpointer.restarts == 1
+
+
+def test_a_long_wal_at_rest_is_held_for_once_then_left_to_the_next_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A burst ends: the round after it copies the WAL's last frames and restarts it under a hold,
+    # as under load. Then nothing changes, pass after pass: the next write starts the WAL over
+    # by itself, so no more holds (each took the writes and counted a restart no write made)
+    # and the rounds go back to the quiet pace.
+    long_wal = checkpoint.RESTART_FRAMES
+    checkpointer, passes = _scripted(monkeypatch, long_wal, [long_wal])
+    rounds = [checkpointer.round() for _ in range(4)]
+    assert rounds == [checkpoint.BUSY_INTERVAL] + [checkpointer.interval] * 3
+    assert passes.held == [3]  # the first round's pass, its catch-up pass, the held one
+    assert passes.calls == 6
+    assert checkpointer.restarts == 1
+    # under load a pass copies the whole WAL it saw while commits land behind it: each round
+    # sees a longer WAL, and each is held for
+    checkpointer, passes = _scripted(monkeypatch, long_wal, [long_wal])
+    for n in range(3):
+        passes.frames = passes.copies[0] = long_wal + 100 * n
+        assert checkpointer.round() == checkpoint.BUSY_INTERVAL
+    assert len(passes.held) == 3
+    assert checkpointer.restarts == 3
 
 
 def test_a_wal_that_does_not_settle_in_time_is_not_held_for_until_it_is_long(

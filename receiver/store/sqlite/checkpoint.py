@@ -27,7 +27,9 @@ last pass and fsynced it, thousands of random pages (bench ingest: that one comm
 of WAL was the p99). So once the WAL holds ``RESTART_FRAMES``, this thread catches up with
 back-to-back passes, then asks the store to hold its writes (``hold``: the group commit sends no
 new batch and waits for the one in flight), copies the last frames, and lets the writes go: the
-next write starts the WAL over. The writes wait for that last pass only (a
+next write starts the WAL over (at rest, with the WAL copied whole and no write since, there is
+nothing to hold: the next write starts it over all the same). The writes wait for that last
+pass only (a
 ``wal_checkpoint(RESTART)`` would do the same, but it waits for readers too, holding the writers
 meanwhile, and the writers would poll for its lock).
 
@@ -130,6 +132,7 @@ class Checkpointer:
         """Time from asking for each hold to letting the writes go, summed."""
         self._hold_buckets = [0] * (len(HOLD_BOUNDS) + 1)
         self._done = 0  # frames of the current WAL already copied, at the last pass
+        self._seen = (-1, -1)  # what the last pass answered: (frames, copied)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -206,7 +209,7 @@ class Checkpointer:
         deadline = time.monotonic() + CATCH_UP_SECONDS
         while True:
             last = copied
-            frames, copied = self.checkpoint()
+            frames, copied = self._pass()
             if copied - last <= SETTLED or frames >= FORCE_FRAMES:
                 break  # settled; or long enough to start over now, before the backstop does
             if time.monotonic() >= deadline:
@@ -219,7 +222,7 @@ class Checkpointer:
             with self.hold() as held:
                 if held:
                     waited = time.monotonic() - asked  # for the batch in flight to commit
-                    frames, copied = self.checkpoint("FULL")
+                    frames, copied = self._pass("FULL")
         finally:  # a pass that failed held the writes too
             seconds = time.monotonic() - asked
             under_hold = self.frames - before
@@ -242,21 +245,35 @@ class Checkpointer:
         if not held:
             self.hold_timeouts += 1
 
+    def _pass(self, mode: str = "PASSIVE") -> tuple[int, int]:
+        """``checkpoint``, remembering its answer for the next ``round`` to compare with."""
+        self._seen = self.checkpoint(mode)
+        return self._seen
+
+    def round(self) -> float:
+        """One pass, and the restart under a hold when the WAL is long, unless the store is at
+        rest: a WAL copied whole that no write has touched since the pass before starts over at
+        the next write by itself, so a store gone quiet after a burst is not held every
+        ``BUSY_INTERVAL`` for a restart no write makes. (Under load a pass copies the whole WAL
+        it saw too, while commits land behind it: those need the hold.) How long to wait before
+        the next round; sqlite3.Error when the pass failed."""
+        before, seen = self.frames, self._seen
+        frames, copied = self._pass()
+        fresh = self.frames - before  # the held pass's frames are not the load's
+        at_rest = copied == frames and (frames, copied) == seen
+        restarted = frames >= RESTART_FRAMES and not at_rest and self.restart(copied)
+        busy = fresh >= BUSY_PAGES or restarted
+        return min(self.interval, BUSY_INTERVAL) if busy else self.interval
+
     def _run(self) -> None:
         failing = False
         wait = self.interval
         while not self._stop.wait(wait):
-            restarted = False
-            before = self.frames
             try:
-                frames, copied = self.checkpoint()
-                fresh = self.frames - before  # the held pass's frames are not the load's
-                restarted = frames >= RESTART_FRAMES and self.restart(copied)
+                wait = self.round()
             except sqlite3.Error as exc:  # a full disk, say: the writers' backstop still runs
                 if not failing:
                     log.warning("store_checkpoint_failed", error=str(exc))
                 failing = True
                 continue
             failing = False
-            busy = fresh >= BUSY_PAGES or restarted
-            wait = min(self.interval, BUSY_INTERVAL) if busy else self.interval
