@@ -211,7 +211,7 @@ class TestStoreContract:
     async def test_a_single_use_result_keeps_its_flag_and_its_fetch_starts_once(
         self, store: Store
     ) -> None:
-        ref = ResultRef(url="https://docling.example/v1/result/t-1", single_use=True)
+        ref = ResultRef(url="https://results.example/v1/result/t-1", single_use=True)
         await store.ingest(news(result=ref), ["files"])
         row = await store.completion_for(SOURCE, "job-1")
         assert row is not None
