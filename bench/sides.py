@@ -9,6 +9,10 @@ workload (Svix's KSUID message ids) into copies of the prefilled store, rows tak
   (``jobhook-log-direct``, which keeps the record of each delivery): ``bench.variant``;
 - the ASGI server: bare Starlette and jobhook on uvicorn (as shipped) and on granian
   (``bare-granian``, ``jobhook-granian``), so each server's ratio is taken over its own bare;
+- the answer's writes: jobhook as shipped sends each answer in one write
+  (``receiver.service.onewrite``); ``jobhook-two-writes`` on uvicorn's stock protocol (head and
+  body apart, as bare Starlette sends them), and ``bare-one-write``, the bare endpoint on the
+  one-write protocol, over which jobhook's "x its server's bare" is taken;
 - and ``jobhook-random-ids`` (as in ``bench ingest``), measured before ``jobhook`` in each
   round here, where ``bench ingest`` measures it after.
 """
@@ -40,8 +44,11 @@ def run(args: Any) -> dict[str, Any]:
     port = procs.free_port()
     services.append(procs.Service("bare-granian", [sys.executable, "-m", "bench.variant",
                     "granian-bare", str(port)], port, work / "bare-granian.log"))  # fmt: skip
-    names = (ingest.RANDOM_IDS, "jobhook", "jobhook-log-off", "jobhook-log-direct",
-             "jobhook-granian")  # fmt: skip
+    port = procs.free_port()
+    services.append(procs.Service("bare-one-write", [sys.executable, "-m", "bench.variant",
+                    "one-write-bare", str(port)], port, work / "bare-one-write.log"))  # fmt: skip
+    names = (ingest.RANDOM_IDS, "jobhook", "jobhook-two-writes", "jobhook-log-off",
+             "jobhook-log-direct", "jobhook-granian")  # fmt: skip
     for name in names:
         directory, port = _store(work, name, jobs), procs.free_port()
         config = procs.jobhook_config(directory, port)
@@ -58,7 +65,10 @@ def run(args: Any) -> dict[str, Any]:
         ingest.take_turns(services, rounds, work, args)
     med = {name: {key: report.median([r[key] for r in runs]) for key in ingest_report.KEYS}
            for name, runs in rounds.items()}  # fmt: skip
-    over = {"bare-granian": "bare-granian", "jobhook-granian": "bare-granian"}
+    over = {"bare-granian": "bare-granian", "jobhook-granian": "bare-granian",
+            "bare-one-write": "bare-one-write", "jobhook": "bare-one-write",
+            ingest.RANDOM_IDS: "bare-one-write", "jobhook-log-off": "bare-one-write",
+            "jobhook-log-direct": "bare-one-write"}  # fmt: skip
     rows = [[name, m["rps"], m["rps"] / med["bare"]["rps"],
              m["rps"] / med[over.get(name, "bare")]["rps"], m["p50_us"] / 1000,
              m["p99_us"] / 1000, m["cpu_us_per_request"], m["load_average"]]

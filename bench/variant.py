@@ -6,6 +6,9 @@
 straight to the log's sink as one JSON line, without structlog's processor chain.
 ``python -m bench.variant granian CONFIG PORT``: jobhook's app served by granian (one worker,
 uvloop, HTTP/1) instead of uvicorn; ``granian-bare PORT``: the bare Starlette endpoint on it.
+``python -m bench.variant two-writes CONFIG``: jobhook on uvicorn's stock httptools protocol,
+each answer's head and body in a write of its own (as before ``receiver.service.onewrite``);
+``one-write-bare PORT``: the bare Starlette endpoint on jobhook's one-write protocol.
 None of these is how jobhook runs: they are run-time patches, measured and reported.
 """
 
@@ -79,6 +82,17 @@ def main() -> None:
 
         os.environ["BENCH_CONFIG"] = rest[0]
         _granian("bench.variant:granian_app", int(rest[1]), factory=True)
+    elif mode == "one-write-bare":
+        from bench import bare
+        from receiver.service.onewrite import OneWriteProtocol
+
+        bare.OPTIONS["http"] = OneWriteProtocol
+        bare.serve(bare.app, int(rest[0]))
+    elif mode == "two-writes":
+        from receiver.service import serve
+
+        serve.http_protocol = lambda: "httptools"  # type: ignore[attr-defined]  # uvicorn's own
+        serve.run(Path(rest[0]))
     elif mode in ("log-off", "log-direct"):
         from receiver.service.serve import run
 

@@ -16,6 +16,7 @@ from receiver.providers import PROVIDERS
 from receiver.service.app import App, create_app
 from receiver.service.preflight import preflight
 from receiver.service.reload import Reloader
+from receiver.service.serving import http_protocol
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -57,7 +58,7 @@ def run(
         host=host or settings.server.host,
         port=settings.server.port if port is None else port,
         loop="uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        http="httptools" if importlib.util.find_spec("httptools") else "h11",
+        http=http_protocol(),
         log_config=None,
         access_log=False,
         timeout_graceful_shutdown=int(settings.server.shutdown_grace_seconds) or None,

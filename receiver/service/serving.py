@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import socket
 import time
 from typing import TYPE_CHECKING
@@ -22,6 +23,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def http_protocol() -> str | type[asyncio.Protocol]:
+    """The HTTP protocol jobhook serves with: httptools' with each response in one write
+    (``receiver.service.onewrite``), or h11's where httptools is not installed."""
+    if importlib.util.find_spec("httptools") is None:
+        return "h11"
+    from receiver.service.onewrite import OneWriteProtocol  # imports httptools
+
+    return OneWriteProtocol
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -48,6 +59,7 @@ async def serving(
         access_log=False,
         lifespan="on",
         loop="asyncio",
+        http=http_protocol(),
         timeout_graceful_shutdown=5,
     )
     server = _EmbeddedServer(config)
