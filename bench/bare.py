@@ -2,7 +2,9 @@
 
 It reads the body and answers a small JSON, as the webhook endpoint does, minus the work.
 ``python -m bench.bare PORT`` serves it with the uvicorn options ``jobhook serve`` uses (not its
-``gc.freeze()`` at start, nor its fallbacks where uvloop or httptools is missing).
+``gc.freeze()`` at start, nor its fallbacks where uvloop or httptools is missing), on uvicorn's
+own httptools protocol: jobhook's sends each answer in one write (``receiver.service.onewrite``),
+and ``bench.sides`` measures this endpoint on that one too (``bare-one-write``).
 """
 
 from __future__ import annotations
