@@ -17,7 +17,8 @@ bare Starlette (``bench.bare``, the ratios' denominator); bare + svix verificati
 receiver that stores nothing); nullstore (``bench.nullstore``: jobhook whose store executes
 nothing, the ceiling of everything but the write); jobhook on SQLite; jobhook on PostgreSQL
 (when the server and the ``postgres`` extra are there); the floor (``bench.floor``) with
-``--floor``. They take turns round by round (the order rotates) and are compared by medians.
+``--floor``. They take turns round by round (``turn_order``: each first in its turn, the rest
+forwards or backwards, so no row always runs after the same one) and are compared by medians.
 ``--sustain-minutes`` then drives jobhook on SQLite alone, a minute at a time, to show whether
 its rate and its tail hold as the store and its WAL grow: on the store of the rounds (the
 prefilled one) and on a fresh empty store (``--sustain-from``), the ``-wal`` file's size polled
@@ -31,7 +32,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psutil  # type: ignore[import-untyped]
 
@@ -42,6 +43,7 @@ from bench.prefill import CACHE, copy_store, ensure_prefilled, file_name
 if TYPE_CHECKING:
     import argparse
 
+T = TypeVar("T")
 HEADROOM = 1.5  # requests written per round, over the fastest rate the endpoint has shown
 WAL_POLL_SECONDS = 0.25
 
@@ -410,13 +412,13 @@ def take_turns(
     args: argparse.Namespace,
 ) -> dict[str, float]:  # fmt: skip
     """A warm-up each, then ``args.rounds`` rounds in which the running ``services`` take turns
-    (the order rotating), their figures added to ``rounds``; each one's best rate."""
+    (in ``turn_order``), their figures added to ``rounds``; each one's best rate."""
     best: dict[str, float] = {}
     for service in services:  # warm-up, not counted; also learns each one's rate
         warm = _measure(service, work / "req", f"warm-{service.name}", 20_000, args, 3)
         best[service.name] = warm["rps"]
     for n in range(args.rounds):
-        order = services[n % len(services) :] + services[: n % len(services)]
+        order = turn_order(services, n)
         for service in order:
             count = int(best[service.name] * args.seconds * HEADROOM) + 1000
             figures = _measure(service, work / "req", f"r{n}-{service.name}", count, args,
@@ -429,6 +431,18 @@ def take_turns(
                 f"p99 {figures['p99_us'] / 1000:.1f} ms, load {figures['load_average']}"
             )
     return best
+
+
+def turn_order(services: list[T], n: int) -> list[T]:
+    """Round ``n``'s order: each row first in its turn (``n`` modulo their number), the others
+    after it forwards in even rounds and backwards in odd ones, so that no row runs right after
+    the same one in every round. A row leaves work behind that ``quiesce`` does not wait for
+    (the checkpoint thread's random writes after a store's round are disk, not CPU): with the
+    order merely rotating, each row ran right after the same neighbour and paid for its
+    leftovers in every round (docs/performance.md, "One write an answer")."""
+    first = n % len(services)
+    step = 1 if n % 2 == 0 else -1
+    return [services[(first + step * i) % len(services)] for i in range(len(services))]
 
 
 def _short(args: argparse.Namespace) -> argparse.Namespace:
