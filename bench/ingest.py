@@ -2,11 +2,12 @@
 
 The default workload is the realistic one (``bench.workload``): random job ids in the
 providers' shapes, Svix's time-ordered message ids (millisecond KSUIDs), ~5 % Svix retries,
-~10 % InProgress updates before their terminal event, Reducto-shaped bodies with metadata, into
-a store that already holds a month of traffic (1,000,000 jobs, ``bench.prefill``; PostgreSQL:
-``bench.prefill_pg``), copied afresh for the run. Beside it, jobhook on SQLite also takes the
-``random-ids`` variant (fully random message ids, as a sender with ids of its own may send)
-into a store prefilled with ids of that kind: the row ``jobhook-random-ids``.
+~10 % InProgress updates before their terminal event, bodies of the bench's provider
+(``procs.SOURCE``) with metadata, into a store that already holds a month of traffic (1,000,000
+jobs, ``bench.prefill``; PostgreSQL: ``bench.prefill_pg``), copied afresh for the run. Beside
+it, jobhook on SQLite also takes the ``random-ids`` variant (fully random message ids, as a
+sender with ids of its own may send) into a store prefilled with ids of that kind: the row
+``jobhook-random-ids``.
 ``--workload random-ids`` runs that variant alone; ``--workload sequential`` is the old one
 (``tag-0000001``..., unique terminal webhooks, an empty store). No handler is configured, so
 nothing runs after the commit.
@@ -192,9 +193,9 @@ SIM_JOBS_CHUNK = 100_000  # the most ``POST /_sim/jobs`` makes at once
 
 
 def _confirming(work: Path, jobs: int, ids: str) -> tuple[procs.Service, procs.Service]:
-    """The simulator (Reducto, terminal jobs of one page with a small inline result, no budget)
-    and jobhook on a copy of the rounds' prefilled store, its Reducto source confirming with
-    it; the row's new jobs are created in the simulator before each run."""
+    """The simulator (``procs.SOURCE``'s provider, terminal jobs of one page with a small
+    inline result, no budget) and jobhook on a copy of the rounds' prefilled store, its source
+    confirming with it; the row's new jobs are created in the simulator before each run."""
     directory = work / "confirming"
     directory.mkdir()
     db = directory / "jobhook.db"

@@ -94,12 +94,25 @@ async def server(protocol: type[HttpToolsProtocol]) -> AsyncIterator[int]:
         await task
 
 
-async def exchange(port: int, request: bytes, responses: int, bodies: bool = True) -> bytes:
-    """Send ``request`` (one or several, pipelined) and read until ``responses`` complete
-    answers (heads only, without ``bodies``: a HEAD's), or the server closes."""
+@contextlib.asynccontextmanager
+async def connection(
+    port: int, request: bytes
+) -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """A raw connection to the server on ``port`` that has sent ``request``; closed after."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
         writer.write(request)
+        yield reader, writer
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def exchange(port: int, request: bytes, responses: int, bodies: bool = True) -> bytes:
+    """Send ``request`` (one or several, pipelined) and read until ``responses`` complete
+    answers (heads only, without ``bodies``: a HEAD's), or the server closes."""
+    async with connection(port, request) as (reader, _):
         received = b""
         while not _complete(received, responses, bodies):
             chunk = await asyncio.wait_for(reader.read(65536), 5)
@@ -107,10 +120,6 @@ async def exchange(port: int, request: bytes, responses: int, bodies: bool = Tru
                 break
             received += chunk
         return received
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
 
 
 def _complete(received: bytes, responses: int, bodies: bool) -> bool:
@@ -164,34 +173,28 @@ async def test_a_head_whose_body_waits_leaves_at_once_and_the_body_after_it() ->
     RELEASE.clear()
     writes: list[bytes] = []
     async with server(counting(OneWriteProtocol, writes)) as port:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n")
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
-        assert b"text/event-stream" in head
-        assert writes == [head]  # the head alone: the body has not been produced yet
-        RELEASE.set()
-        body = await asyncio.wait_for(reader.readuntil(b"data: first\n\n"), 5)
-        assert body.endswith(b"data: first\n\n")
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
+        stream = b"GET /stream HTTP/1.1\r\nhost: x\r\n\r\n"
+        async with connection(port, stream) as (reader, _):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+            assert b"text/event-stream" in head
+            assert writes == [head]  # the head alone: the body has not been produced yet
+            RELEASE.set()
+            body = await asyncio.wait_for(reader.readuntil(b"data: first\n\n"), 5)
+            assert body.endswith(b"data: first\n\n")
 
 
 async def test_a_100_continue_reaches_a_client_that_waits_for_it() -> None:
     """An interim 100 Continue is held like a head and released at the loop's next step: a
     client that sends its body only after it still gets it, then the answer."""
     async with server(OneWriteProtocol) as port:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(POST.replace(b"\r\n\r\n{}", b"\r\nexpect: 100-continue\r\n\r\n"))
-        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-        assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
-        writer.write(b"{}")
-        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
-        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
-        writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
+        headers = POST.replace(b"\r\n\r\n{}", b"\r\nexpect: 100-continue\r\n\r\n")
+        async with connection(port, headers) as (reader, writer):
+            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(b"{}")
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert head.startswith(b"HTTP/1.1 200 OK\r\n")
 
 
 async def test_a_held_head_is_written_before_close_and_dropped_on_abort() -> None:
