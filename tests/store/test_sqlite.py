@@ -402,3 +402,22 @@ async def test_at_a_steady_rate_even_single_writes_run_in_the_writer_process(
         assert len(sent) == 3  # a quiet second later: back to the loop's thread
     finally:
         await store.close()
+
+
+async def test_big_batches_count_toward_the_rate_that_sends_small_ones_to_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At saturation nearly every batch is big; the few small ones between them must not run
+    # on the event loop's thread, which is then the service's bottleneck.
+    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
+    await store.open()
+    sent = _trips_to_the_writer_process(store, monkeypatch)
+    monkeypatch.setattr(store.connector._commits, "_offload_rate", 6)
+    try:
+        results = await asyncio.gather(*(store.ingest(_event(f"big-{n}"), []) for n in range(8)))
+        assert [r.status for r in results] == ["accepted"] * 8
+        assert len(sent) == 1
+        assert (await store.ingest(_event("small-after"), [])).status == "accepted"
+        assert len(sent) == 2  # eight writes this second already: the rate is reached
+    finally:
+        await store.close()

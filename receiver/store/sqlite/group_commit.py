@@ -135,7 +135,8 @@ class GroupCommit:
         inside SQLite and then wait for the loop's thread to hand it back: a batch took several
         times its own work that way.
         """
-        if len(batch) >= self._offload_at or self._busy(len(batch)):
+        busy = self._busy(len(batch))  # every batch counts toward the rate, big ones too
+        if len(batch) >= self._offload_at or busy:
             reply = await self._offload(batch)
         else:
             reply = await self._run_here(batch)
