@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from receiver.store import Store
 
 log = structlog.get_logger(__name__)
+_Children = tuple[Counter, Counter | None, Histogram]
+"""A finished job's counter, failed-jobs counter (None for a usable outcome) and histogram."""
 
 # Seconds to an hour and past it: a page takes seconds, a large document many minutes. 600 is a
 # bound so that the default p95 alert (deploy/prometheus/alerts.yml) reads exactly.
@@ -86,6 +88,9 @@ class QualityMetrics:
             registry=registry,
         )
         self._provider_codes: set[str] = set()
+        self._children: dict[tuple[str, str, str | None], _Children] = {}
+        """(source, outcome, code label) -> its series: a webhook that finishes a job counts
+        it on the event loop's thread, where ``labels()`` each time cost twice the counting."""
 
     def code_label(self, code: str | None) -> str:
         """``code`` as a label: jobhook's own always, a provider's while fewer than the cap."""
@@ -102,11 +107,21 @@ class QualityMetrics:
         self, source: str, outcome: str, code: str | None, seconds: float | None
     ) -> None:
         """One job's final outcome (``source`` already a bounded label)."""
-        self.finished.labels(source, outcome).inc()
-        if outcome in FAILED_OUTCOMES:
-            self.failed.labels(source, self.code_label(code)).inc()
+        label = self.code_label(code) if outcome in FAILED_OUTCOMES else None
+        key = (source, outcome, label)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (
+                self.finished.labels(source, outcome),
+                None if label is None else self.failed.labels(source, label),
+                self.processing.labels(source),
+            )
+        finished, failed, processing = children
+        finished.inc()
+        if failed is not None:
+            failed.inc()
         if seconds is not None:
-            self.processing.labels(source).observe(max(seconds, 0.0))
+            processing.observe(max(seconds, 0.0))
 
     async def refresh(self, store: Store) -> None:
         """Set the circuit gauges from the store; left as they were when it does not answer."""
