@@ -4,6 +4,7 @@ writer process (started again when it dies, gone when its parent is)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -25,7 +26,7 @@ from receiver.store.sqlite.store import SQLiteStore
 from receiver.store.sqlite.writer import IGNORED_SIGNALS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
     from pathlib import Path
 
 
@@ -350,10 +351,14 @@ async def test_a_batch_mixing_ingests_with_a_replay_commits_whole(tmp_path: Path
         await store.close()
 
 
-def _trips_to_the_writer_process(
-    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> list[bytes]:
-    """The batches ``store`` sends to its writer process from now on, as sent."""
+@contextlib.asynccontextmanager
+async def _offloading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rate: int | None = None
+) -> AsyncIterator[tuple[SQLiteStore, list[bytes]]]:
+    """An open store whose batches of four or more go to its writer process (and every batch
+    once writes come ``rate`` a second, when given), and the batches it sends there, as sent."""
+    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
+    await store.open()
     sent: list[bytes] = []
     run = store.connector._process.run
 
@@ -362,16 +367,18 @@ def _trips_to_the_writer_process(
         return await run(data)
 
     monkeypatch.setattr(store.connector._process, "run", counted)
-    return sent
+    if rate is not None:
+        monkeypatch.setattr(store.connector._commits, "_offload_rate", rate)
+    try:
+        yield store, sent
+    finally:
+        await store.close()
 
 
 async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
-    await store.open()
-    sent = _trips_to_the_writer_process(store, monkeypatch)
-    try:
+    async with _offloading(tmp_path, monkeypatch) as (store, sent):
         assert (await store.ingest(_event("alone"), [])).status == "accepted"
         assert sent == []
         results = await asyncio.gather(*(store.ingest(_event(f"many-{n}"), []) for n in range(8)))
@@ -379,18 +386,12 @@ async def test_small_batches_run_in_the_service_and_big_ones_in_the_writer_proce
         assert len(sent) == 1  # the eight queued together: one batch, one trip
         for job_id in ("alone", *(f"many-{n}" for n in range(8))):
             assert await store.get_job(_event(job_id).source, job_id) is not None
-    finally:
-        await store.close()
 
 
 async def test_at_a_steady_rate_even_single_writes_run_in_the_writer_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
-    await store.open()
-    sent = _trips_to_the_writer_process(store, monkeypatch)
-    monkeypatch.setattr(store.connector._commits, "_offload_rate", 3)
-    try:
+    async with _offloading(tmp_path, monkeypatch, rate=3) as (store, sent):
         for n in range(5):  # one at a time: batches of one, well within a second
             assert (await store.ingest(_event(f"steady-{n}"), [])).status == "accepted"
         assert len(sent) == 3  # the first two here; from the third, the rate is reached
@@ -400,8 +401,6 @@ async def test_at_a_steady_rate_even_single_writes_run_in_the_writer_process(
         monkeypatch.setattr(store.connector._commits, "_second", time.monotonic() - 2.5)
         assert (await store.ingest(_event("after-a-pause"), [])).status == "accepted"
         assert len(sent) == 3  # a quiet second later: back to the loop's thread
-    finally:
-        await store.close()
 
 
 async def test_big_batches_count_toward_the_rate_that_sends_small_ones_to_the_writer(
@@ -409,15 +408,9 @@ async def test_big_batches_count_toward_the_rate_that_sends_small_ones_to_the_wr
 ) -> None:
     # At saturation nearly every batch is big; the few small ones between them must not run
     # on the event loop's thread, which is then the service's bottleneck.
-    store = SQLiteStore(tmp_path / "s.db", offload_at=4)
-    await store.open()
-    sent = _trips_to_the_writer_process(store, monkeypatch)
-    monkeypatch.setattr(store.connector._commits, "_offload_rate", 6)
-    try:
+    async with _offloading(tmp_path, monkeypatch, rate=6) as (store, sent):
         results = await asyncio.gather(*(store.ingest(_event(f"big-{n}"), []) for n in range(8)))
         assert [r.status for r in results] == ["accepted"] * 8
         assert len(sent) == 1
         assert (await store.ingest(_event("small-after"), [])).status == "accepted"
         assert len(sent) == 2  # eight writes this second already: the rate is reached
-    finally:
-        await store.close()
