@@ -30,8 +30,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 
+SOURCE = "inbox"
+"""A configured source's name: the store keeps it as given and knows no providers."""
+
+
 def _event(job_id: str, **metadata: object) -> Event:
-    return Event(source="reducto", job_id=job_id, state=State.SUCCEEDED,
+    return Event(source=SOURCE, job_id=job_id, state=State.SUCCEEDED,
                  provider_status="Completed", via="webhook", message_id=f"m-{job_id}",
                  metadata=dict(metadata))  # fmt: skip
 
@@ -55,8 +59,8 @@ async def test_one_failing_operation_does_not_fail_the_rest_of_its_batch(tmp_pat
     await reopened.open()
     try:
         for event in events:
-            assert await reopened.completion_for("reducto", event.job_id) is not None
-        assert await reopened.get_job("reducto", "bad") is None
+            assert await reopened.completion_for(SOURCE, event.job_id) is not None
+        assert await reopened.get_job(SOURCE, "bad") is None
     finally:
         await reopened.close()
 
@@ -104,8 +108,8 @@ async def test_writes_run_in_a_writer_process_that_is_started_again_when_killed(
         result = await store.ingest(_event("after"), [])
         assert result.status == "accepted"
         assert store.connector._process.pid not in (None, first)
-        assert await store.get_job("reducto", "before") is not None
-        assert await store.get_job("reducto", "after") is not None
+        assert await store.get_job(SOURCE, "before") is not None
+        assert await store.get_job(SOURCE, "after") is not None
     finally:
         await store.close()
 
@@ -173,7 +177,7 @@ async def main():
     async def sender():
         while not stop.is_set():
             n = next(ids)
-            event = Event(source="reducto", job_id=f"j-{n}", state=State.SUCCEEDED,
+            event = Event(source="inbox", job_id=f"j-{n}", state=State.SUCCEEDED,
                           provider_status="Completed", via="webhook", message_id=f"m-{n}")
             try:
                 await store.ingest(event, ["files"])
@@ -309,7 +313,7 @@ async def test_a_store_that_cannot_start_its_writer_process_does_not_open(
 def test_events_and_results_travel_to_the_writer_process_whole() -> None:
     """Event and IngestResult pickle field by field (``__reduce__``): every field comes back."""
     event = Event(
-        source="knowhere", job_id="j-1", state=State.PARTIAL, provider_status="done",
+        source=SOURCE, job_id="j-1", state=State.PARTIAL, provider_status="done",
         via="poll", message_id="m-1", metadata={"a": [1, {"b": None}]}, error="some pages",
         progress=Progress(3, 4), expected_pages=4,
         result=ResultRef(url="https://x.example/r", sha256="ab" * 32), poll_at=12.5,
@@ -340,13 +344,13 @@ async def test_a_batch_mixing_ingests_with_a_replay_commits_whole(tmp_path: Path
         assert first.completed
         ingests = [store.ingest(_event(f"mixed-{n}"), ["files"]) for n in range(5)]
         replayed, ingested = await asyncio.gather(
-            store.replay(source="reducto", include_succeeded=True),
+            store.replay(source=SOURCE, include_succeeded=True),
             asyncio.gather(*ingests, store.ingest(_event("first"), ["files"])),
         )
         assert replayed == 0  # its dispatch is pending, not done: nothing to replay
         assert [r.status for r in ingested] == ["accepted"] * 5 + ["duplicate"]
         for n in range(5):
-            assert await store.completion_for("reducto", f"mixed-{n}") is not None
+            assert await store.completion_for(SOURCE, f"mixed-{n}") is not None
     finally:
         await store.close()
 
