@@ -364,13 +364,13 @@ async def _offloading(
     store = SQLiteStore(tmp_path / "s.db", offload_at=4)
     await store.open()
     sent: list[bytes] = []
-    run = store.connector._process.run
+    send = store.connector._process.send
 
-    async def counted(data: bytes) -> object:
+    def counted(data: bytes) -> object:
         sent.append(data)
-        return await run(data)
+        return send(data)
 
-    monkeypatch.setattr(store.connector._process, "run", counted)
+    monkeypatch.setattr(store.connector._process, "send", counted)
     if rate is not None:
         monkeypatch.setattr(store.connector._commits, "_offload_rate", rate)
     try:

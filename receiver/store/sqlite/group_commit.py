@@ -65,6 +65,7 @@ class GroupCommit:
         self._queue: asyncio.Queue[_Write | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._gate = WriteGate()
+        self._settling: set[asyncio.Task[None]] = set()  # batches committed, not yet on disk
 
     def held(self, timeout: float = 1.0) -> AbstractContextManager[bool]:
         """For another thread: no batch starts while inside (``WriteGate.held``)."""
@@ -88,6 +89,8 @@ class GroupCommit:
             self._queue.put_nowait(None)
             await self._task
             self._task = None
+        while self._settling:
+            await asyncio.gather(*self._settling, return_exceptions=True)
         self._db = self._thread = None
 
     async def write(self, fn: Callable[..., T], *args: Any) -> T:
@@ -140,12 +143,10 @@ class GroupCommit:
             reply = await self._offload(batch)
         else:
             reply = await self._run_here(batch)
-        if reply is None:  # failed and settled already
+        if reply is None:  # settled already, or to be once on disk
             return
         if reply[0] == "ok":
-            for op, result in zip(batch, reply[1], strict=True):
-                if not op.future.done():
-                    op.future.set_result(result)
+            _succeed(batch, reply[1])
             return
         index, error = reply[1], reply[2]
         if index is not None and len(batch) > 1:
@@ -192,9 +193,11 @@ class GroupCommit:
         return ("ok", results)
 
     async def _offload(self, batch: list[_Write]) -> Reply | None:
-        """The batch in the writer process; None when it failed and was settled here: a
-        process that dies with the batch fails it all (nothing was acknowledged, so the
-        webhooks are sent again), and the next batch starts a new process."""
+        """The batch in the writer process: its reply, once it is on disk or failed; None
+        when it was settled here (it failed: a process that dies with the batch fails it all,
+        nothing was acknowledged, so the webhooks are sent again, and the next batch starts a
+        new process) or will be once on disk, by a task of its own, so that the next batch
+        need not wait for this one's slow fsync (``writer.Syncer``)."""
         try:
             data = encode([write.op for write in batch])
         except Exception as exc:
@@ -207,10 +210,37 @@ class GroupCommit:
             if not self._process.alive:
                 log.warning("store_writer_starting", reason="the writer process is not running")
                 await self._process.start()
-            return await self._process.run(data)
+            committed, done = self._process.send(data)
+            await committed
+            if done.done():
+                return done.result()
         except Exception as exc:  # it is gone, or could not start: nothing was acknowledged
             _fail(batch, exc)
             return None
+        task = asyncio.create_task(_settle(batch, done), name="sqlite-batch-on-disk")
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+        return None
+
+
+async def _settle(batch: list[_Write], done: asyncio.Future[Reply]) -> None:
+    """A committed batch's reply, once on disk: its results, or (the fsync failed, or the
+    process went) its failure, for the whole batch."""
+    try:
+        reply = await done
+    except Exception as exc:
+        _fail(batch, exc)
+        return
+    if reply[0] == "ok":
+        _succeed(batch, reply[1])
+    else:
+        _fail(batch, reply[2])
+
+
+def _succeed(ops: list[_Write], results: list[Any]) -> None:
+    for op, result in zip(ops, results, strict=True):
+        if not op.future.done():
+            op.future.set_result(result)
 
 
 def _fail(ops: list[_Write], exc: Exception) -> None:

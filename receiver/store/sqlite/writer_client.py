@@ -36,7 +36,14 @@ def encode(batch: Sequence[Op]) -> bytes:
 
 
 class WriterProcess:
-    """The parent's end: starts the process, sends it batches, stops it."""
+    """The parent's end: starts the process, sends it batches, stops it.
+
+    ``send`` hands a batch over and returns two futures: the first resolves when the batch has
+    committed (the next may be sent), the second with its reply once it is on disk
+    (``receiver.store.sqlite.writer.Syncer``). A reader task reads the process's frames and
+    settles them by batch number; when the process goes, every batch not yet answered fails
+    with WriterGoneError (it may or may not have committed: nothing of it was acknowledged).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -45,6 +52,9 @@ class WriterProcess:
         self._proc: asyncio.subprocess.Process | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._sent = 0  # batches sent to this process (it numbers them the same way)
+        self._waiting: dict[int, tuple[asyncio.Future[None], asyncio.Future[Reply]]] = {}
 
     @property
     def pid(self) -> int | None:
@@ -82,22 +92,55 @@ class WriterProcess:
         if reply[0] != "ok":
             await self.stop()
             raise reply[2]
+        self._sent = 0
+        self._listener = asyncio.create_task(self._listen(), name="sqlite-writer-replies")
 
-    async def run(self, data: bytes) -> Reply:
-        """Send one batch (``encode``'s bytes), return the process's reply; WriterGoneError
-        when the process is gone (the batch may or may not have committed)."""
-        if self._writer is None:
+    def send(self, data: bytes) -> tuple[asyncio.Future[None], asyncio.Future[Reply]]:
+        """Send one batch (``encode``'s bytes): (committed, reply) futures, as the class says.
+        WriterGoneError when the process is not running (nothing was sent)."""
+        if self._writer is None or self._listener is None or self._listener.done():
             raise WriterGoneError("the SQLite writer process is not running")
+        loop = asyncio.get_running_loop()
+        futures = (loop.create_future(), loop.create_future())
+        self._sent += 1
+        self._waiting[self._sent] = futures
         try:
             self._writer.write(data)
-            return await self._receive()
         except (ConnectionError, OSError) as exc:
+            self._waiting.pop(self._sent)
             raise WriterGoneError(f"the SQLite writer process is gone: {exc}") from exc
+        return futures
+
+    async def _listen(self) -> None:
+        """Settle each batch as the process answers it; fail the rest when it goes."""
+        try:
+            while True:
+                message = await self._receive()
+                if message[0] == "written":
+                    futures = self._waiting.get(message[1])
+                    if futures is not None and not futures[0].done():
+                        futures[0].set_result(None)
+                    continue
+                futures = self._waiting.pop(message[0], None)
+                if futures is not None:
+                    committed, reply = futures
+                    if not committed.done():
+                        committed.set_result(None)
+                    if not reply.done():
+                        reply.set_result(message[1])
+        except WriterGoneError as exc:
+            self._fail_waiting(exc)
         except asyncio.CancelledError:
-            # Its reply would be read as the next batch's: let this process go (it exits
-            # once its batch is done), and the next batch starts another.
-            self._abandon()
+            self._fail_waiting(WriterGoneError("the SQLite writer process was stopped"))
             raise
+
+    def _fail_waiting(self, exc: WriterGoneError) -> None:
+        waiting, self._waiting = self._waiting, {}
+        for futures in waiting.values():
+            for future in futures:
+                if not future.done():
+                    future.set_exception(exc)
+                    future.exception()  # retrieved: a batch nobody awaits any more is no error
 
     def _abandon(self) -> None:
         writer, self._writer, self._reader = self._writer, None, None
@@ -135,8 +178,13 @@ class WriterProcess:
                 await writer.wait_closed()
 
     async def stop(self) -> None:
-        """Close the socket (the process finishes its batch and exits), then reap it."""
+        """Close the socket (the process finishes its batches and exits), then reap it."""
+        listener, self._listener = self._listener, None
         await self._close_socket()
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
         proc, self._proc = self._proc, None
         if proc is None:
             return
