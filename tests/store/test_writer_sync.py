@@ -5,6 +5,7 @@ the process. ``serve`` runs here on a thread, on a real SQLite file, its fsyncs 
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import pickle
@@ -12,11 +13,14 @@ import select
 import socket
 import sqlite3
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from receiver.models import Event, State
 from receiver.store.sqlite import writer
+from receiver.store.sqlite.store import SQLiteStore
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -167,3 +171,75 @@ def test_a_failed_fsync_fails_the_batches_waiting_and_ends_the_process(
     assert parent.closed()  # the process ends: nothing more commits on it
     assert parent.ended()
     assert exit_code == [1]
+
+
+BLOCK_FIRST_FSYNC = """\
+import os
+import time
+
+_gate = os.environ.get("JOBHOOK_TEST_FSYNC_GATE")
+if _gate:
+    _fdatasync = os.fdatasync
+    _calls = []
+
+    def _gated(fd):
+        _calls.append(fd)
+        if len(_calls) == 1:  # the first fsync waits for the test's word
+            open(_gate + ".waiting", "w").close()
+            deadline = time.monotonic() + 30
+            while not os.path.exists(_gate) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        _fdatasync(fd)
+
+    os.fdatasync = _gated
+"""
+
+
+def event(job_id: str) -> Event:
+    return Event(
+        source="inbox",
+        job_id=job_id,
+        state=State.SUCCEEDED,
+        provider_status="Completed",
+        via="webhook",
+        message_id=f"m-{job_id}",
+    )
+
+
+async def test_a_store_write_is_answered_while_an_earlier_fsync_still_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real writer process, its first fsync held (a sitecustomize on its PYTHONPATH): the
+    # first webhook's batch commits and waits; the second commits beside it, and its fsync,
+    # begun after both COMMITs, answers both. Were the next batch held back for the first
+    # one's fsync, neither would be answered until the gate opens.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCK_FIRST_FSYNC)
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    monkeypatch.setenv("JOBHOOK_TEST_FSYNC_GATE", str(gate))
+
+    store = SQLiteStore(tmp_path / "s.db", offload_at=1)  # every batch in the writer process
+    await store.open()
+    try:
+        first = asyncio.create_task(store.ingest(event("first"), []))
+        waiting = gate.with_name("gate.waiting")
+        deadline = time.monotonic() + WAIT
+        while not waiting.exists():  # the first batch committed; its fsync is held
+            assert time.monotonic() < deadline, "the first fsync never began"
+            await asyncio.sleep(0.005)
+        second = await asyncio.wait_for(store.ingest(event("second"), []), WAIT)
+        assert second.status == "accepted"
+        assert (await asyncio.wait_for(first, WAIT)).status == "accepted"
+        assert not gate.exists()  # answered with the first fsync still held
+    finally:
+        gate.touch()
+        await store.close()
+    reopened = SQLiteStore(tmp_path / "s.db")
+    await reopened.open()
+    try:
+        for job_id in ("first", "second"):
+            assert await reopened.get_job("inbox", job_id) is not None
+    finally:
+        await reopened.close()
