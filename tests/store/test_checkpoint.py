@@ -113,6 +113,10 @@ async def test_a_long_wal_starts_over_while_webhooks_keep_coming(
                     *(store.ingest(_event(sent + n), ["files"]) for n in range(50))
                 )
                 sent += 50
+        # A restart is counted once the held pass copied the whole WAL; the next write starts
+        # it over (the loop may end before any came).
+        assert (await store.ingest(_event(sent), ["files"])).status == "accepted"
+        sent += 1
         with sqlite3.connect(store.path) as conn:  # what the WAL holds now
             _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         high_water = (tmp_path / "r.db-wal").stat().st_size // (4096 + 24)  # never shrinks
@@ -282,7 +286,9 @@ async def test_restarts_under_load_are_counted_timed_and_logged_at_debug(
     holds = sum(stats.hold_buckets)
     assert holds >= stats.restarts + stats.hold_timeouts
     assert stats.hold_seconds > 0
-    assert 0 < stats.hold_frames <= stats.checkpoint_frames
+    # A held pass copies what committed after the catch-up before it: nothing, when no batch
+    # landed in between (this test writes in bursts, each awaited), so the count may be zero.
+    assert stats.hold_frames <= stats.checkpoint_frames
     assert stats.checkpoints >= stats.restarts
     assert stats.wal_bytes >= 64 * 4096
     restarted = [call for call in recorded.calls if call[1] == "store_wal_restarted"]
