@@ -144,6 +144,15 @@ async def test_a_store_at_rest_after_a_burst_is_not_held_for_again_and_again(
         return real_pass(mode)
 
     monkeypatch.setattr(checkpointer, "_pass", counted)
+    counted_at_restart: list[int] = []  # frames counted as copied, once the restart's pass is
+    real_restart = checkpointer.restart
+
+    def restart(copied: int) -> bool:
+        restarted = real_restart(copied)
+        counted_at_restart.append(checkpointer.frames)
+        return restarted
+
+    monkeypatch.setattr(checkpointer, "restart", restart)
     await store.open()
     try:
         checkpointer.stop()  # no pass while the burst lands: it leaves a long WAL
@@ -157,10 +166,16 @@ async def test_a_store_at_rest_after_a_burst_is_not_held_for_again_and_again(
                 await asyncio.sleep(0.01)
         assert checkpointer.restarts == 1
         assert checkpointer.wal_frames >= 64  # still the burst's WAL: no write started it over
+        # the passes after the restart find the same WAL, copied: nothing more is counted
+        assert counted_at_restart == [checkpointer.frames]
         await store.ingest(_event(300), ["files"])  # the next write starts the WAL over itself
         with sqlite3.connect(store.path) as conn:
-            _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            _, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         assert frames < 64
+        async with asyncio.timeout(30):  # a pass finds the new WAL copied: its frames count
+            while checkpointer.frames == counted_at_restart[0]:
+                await asyncio.sleep(0.01)
+        assert checkpointer.frames == counted_at_restart[0] + copied
     finally:
         await store.close()
 

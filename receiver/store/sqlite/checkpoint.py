@@ -132,6 +132,7 @@ class Checkpointer:
         """Time from asking for each hold to letting the writes go, summed."""
         self._hold_buckets = [0] * (len(HOLD_BOUNDS) + 1)
         self._done = 0  # frames of the current WAL already copied, at the last pass
+        self._header = b""  # the WAL file's checkpoint sequence and salts, at the last pass
         self._seen = (-1, -1)  # what the last pass answered: (frames, copied)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -166,12 +167,26 @@ class Checkpointer:
         row = self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         self.seconds += time.monotonic() - started
         frames, copied = int(row[1]), int(row[2])
-        fresh = copied - self._done if copied >= self._done else copied  # the WAL started over
+        header, self._header = self._header, self._wal_header()
+        started_over = header != self._header or copied < self._done
+        fresh = copied if started_over else copied - self._done
         if fresh > 0:
             self.checkpoints += 1
             self.frames += fresh
         self._done, self.wal_frames = copied, frames
         return frames, copied
+
+    def _wal_header(self) -> bytes:
+        """The WAL file's checkpoint sequence and salts (bytes 12 to 24 of its header), which
+        SQLite changes each time the WAL starts over: a pass that finds them changed copied
+        frames of a new WAL, not more of the one before (at rest after a restart, the WAL still
+        holds the frames copied before, and is not started over until the next write)."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        try:
+            with wal.open("rb") as file:
+                return file.read(24)[12:]
+        except OSError:  # not created yet, or gone with the last connection
+            return b""
 
     def stats(self) -> WalStats:
         """The figures so far, from any thread (the metrics read them on the event loop's)."""
@@ -229,8 +244,7 @@ class Checkpointer:
             self._held(seconds, held, under_hold)
         if not (held and frames and frames == copied):
             return False
-        self.restarts += 1
-        self._done = 0  # the next write starts the WAL over
+        self.restarts += 1  # the next write starts the WAL over (its header tells the next pass)
         log.debug("store_wal_restarted", held_seconds=round(seconds, 6),
                   waited_seconds=round(waited, 6), frames_copied=under_hold,
                   wal_frames=max(grown, frames))  # fmt: skip
