@@ -111,6 +111,8 @@ class Checkpointer:
 
     def __init__(self, path: Path, interval: float = INTERVAL, hold: Hold | None = None) -> None:
         self.path = path
+        self.wal = path.with_name(path.name + "-wal")
+        """The database's WAL file (SQLite names it so)."""
         self.interval = interval
         self.hold = hold
         """Holds the store's writes while it is entered (True once none is in flight)."""
@@ -181,18 +183,16 @@ class Checkpointer:
         SQLite changes each time the WAL starts over: a pass that finds them changed copied
         frames of a new WAL, not more of the one before (at rest after a restart, the WAL still
         holds the frames copied before, and is not started over until the next write)."""
-        wal = self.path.with_name(self.path.name + "-wal")
         try:
-            with wal.open("rb") as file:
+            with self.wal.open("rb") as file:
                 return file.read(24)[12:]
         except OSError:  # not created yet, or gone with the last connection
             return b""
 
     def stats(self) -> WalStats:
         """The figures so far, from any thread (the metrics read them on the event loop's)."""
-        wal = self.path.with_name(self.path.name + "-wal")
         try:
-            wal_bytes = wal.stat().st_size
+            wal_bytes = self.wal.stat().st_size
         except OSError:  # not created yet, or the store is gone
             wal_bytes = 0
         return WalStats(
