@@ -3,7 +3,8 @@
 Two threads, as a SQLite store has them: one appends 16 KiB to a small file and fsyncs it every
 5 ms (a group commit's WAL write), the other writes N 4 KiB pages into a 2 GiB file and fsyncs
 it every interval (a checkpoint pass copying N frames), the pages either at random places (a
-large store: each frame a page of its own, anywhere in the file) or side by side (a small one).
+large store: each frame a page of its own, anywhere in the file) or side by side (a small one);
+``--sweep`` writes one rate of random pages in passes of several sizes instead.
 Each case prints the commits' fsync p50/p99/max and the passes' p50/max: how long a pass takes
 for its number of pages, which is what the writes wait for when a pass is made under a hold,
 and how much the passes slow the commits beside them. The 2 GiB file is written once under
@@ -35,6 +36,17 @@ CASES = (
     (400, False, 0.1),
 )
 """(pages a pass, side by side, seconds between passes); 0 pages: the commits alone."""
+SWEEP = (
+    (0, False, 1.0),
+    (15, False, 0.0025),
+    (30, False, 0.005),
+    (60, False, 0.01),
+    (120, False, 0.02),
+    (300, False, 0.05),
+    (600, False, 0.1),
+)
+"""``--sweep``: the same 6,000 random pages a second, in passes of 15 to 600 pages: how the
+size of a checkpoint's pass, not how much it writes, makes the commits' fsync tail."""
 
 
 def _big(directory: Path) -> Path:
@@ -112,15 +124,18 @@ def case(directory: Path, pages: int, side_by_side: bool, interval: float,
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.diskprobe", description=__doc__)
     parser.add_argument("--seconds", type=float, default=8.0, help="seconds a case")
+    parser.add_argument(
+        "--sweep", action="store_true", help="one rate of random pages, passes of each size"
+    )
     args = parser.parse_args(argv)
     directory = Path(__file__).resolve().parent / "results" / "diskprobe"
     directory.mkdir(parents=True, exist_ok=True)
     _big(directory)
     rows = []
-    for pages, side_by_side, interval in CASES:
+    for pages, side_by_side, interval in SWEEP if args.sweep else CASES:
         figures = case(directory, pages, side_by_side, interval, args.seconds)
         where = "-" if not pages else ("side by side" if side_by_side else "random")
-        rows.append([pages or "none", where, interval if pages else "-",
+        rows.append([pages or "none", where, f"{interval:g}" if pages else "-",
                      figures["commit_p50_ms"], figures["commit_p99_ms"], figures["commit_max_ms"],
                      figures["pass_p50_ms"], figures["pass_max_ms"]])  # fmt: skip
         report.console.print(
