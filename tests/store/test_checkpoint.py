@@ -476,3 +476,52 @@ def test_the_held_pass_waits_for_a_reader_on_an_older_snapshot_and_starts_the_wa
     finally:
         reader.close()
         writer.close()
+
+
+def test_a_busy_store_is_passed_in_small_passes_unless_its_disk_is_slow() -> None:
+    # A pass's fsync sends every page it copied to the disk at once, and a commit's fsync
+    # waits behind them: the pace keeps each pass near PASS_FRAMES, within its bounds.
+    checkpointer = Checkpointer(Path("unused.db"))
+    pace = checkpointer.pace
+    assert pace(350, 1.0) == checkpointer.interval  # 50 webhooks a second: once a second
+    assert pace(0, 1.0) == checkpointer.interval
+    assert pace(5_000, 1.0) == pytest.approx(checkpoint.PASS_FRAMES / 5_000)  # a burst begins
+    assert pace(1_000, 1.0) == pytest.approx(checkpoint.PASS_FRAMES / 1_000)  # busy, at the edge
+    busy = pace(14_000, 1.0)  # a quarter of a fast machine's saturated rate
+    assert checkpoint.MIN_INTERVAL < busy < checkpoint.BUSY_INTERVAL
+    assert 14_000 * busy == pytest.approx(checkpoint.PASS_FRAMES)
+    assert pace(400, 0.004) == checkpoint.MIN_INTERVAL  # 100,000 frames a second: the floor
+    assert pace(100, 0.0001) == checkpoint.MIN_INTERVAL  # a round soon after the last
+    assert pace(0, 0.5, restarted=True) == checkpoint.BUSY_INTERVAL  # just started over
+    # A disk slow to take the passes (a saturating load) widens the pace by itself.
+    assert pace(14_000, 1.0, spent=0.01) == pytest.approx(checkpoint.DUTY * 0.01)
+    assert pace(14_000, 1.0, spent=0.001) == pytest.approx(busy)  # a quick pass: frames pace
+    assert pace(14_000, 1.0, spent=0.5) == checkpoint.BUSY_INTERVAL  # a catch-up: the ceiling
+    quick = Checkpointer(Path("unused.db"), interval=0.002)  # a test's pace is never slowed
+    assert quick.pace(5_000, 0.002) == quick.pace(0, 1.0) == 0.002
+
+
+async def test_the_thread_paces_its_passes_by_the_frames_that_arrive(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "p.db")
+    await store.open()
+    waits: list[float] = []
+    checkpointer = store.connector._checkpointer
+    paced = checkpointer.round
+
+    def round_() -> float:
+        waits.append(paced())
+        return waits[-1]
+
+    checkpointer.round = round_  # type: ignore[method-assign]
+    try:
+        sent = 0
+        async with asyncio.timeout(30):
+            while not any(wait < checkpoint.BUSY_INTERVAL for wait in waits):
+                batch = (store.ingest(_event(sent + n), ["files"]) for n in range(50))
+                await asyncio.gather(*batch)
+                sent += 50
+        assert checkpointer.checkpoints >= 1
+        assert (await store._read("SELECT count(*) FROM deliveries"))[0][0] == sent
+    finally:
+        await store.close()
+    assert checkpoint.MIN_INTERVAL <= min(waits) < checkpoint.BUSY_INTERVAL

@@ -11,14 +11,26 @@ own automatic checkpoint stays, past 96 MiB of WAL (``writer.PRAGMAS``), for whe
 cannot keep up.
 SQLite releases the GIL while it checkpoints, so the event loop's thread does not wait for it.
 
-Once a second while the last checkpoint copied fewer than ``BUSY_PAGES`` frames, every 0.1 s
-while it copied more: each checkpoint that copies frames fsyncs the database file, and those
-fsyncs share the disk with the commits' own. Run every 0.1 s whatever the load, a service taking
-50 webhooks a second checkpointed about ten times as often as SQLite's default would have, and
-the crash-ledger test (tests/reliability/test_crash_ledger.py) failed on this machine three
-times in three (its sender drowned in unanswered requests); once a second whatever the load,
-a saturating load filled the WAL to the writers' backstop between two rounds, which put the
-checkpoint back into their commits (bench.storeprobe).
+Once a second while fewer than ``BUSY_PAGES`` frames a second arrive; on a busier store, as
+soon as about ``PASS_FRAMES`` have arrived since the pass before (``pace``). Each checkpoint that
+copies frames fsyncs the database file, and those fsyncs share the disk with the commits' own.
+Run every 0.1 s whatever the load, a service taking 50 webhooks a second checkpointed about ten
+times as often as SQLite's default would have, and the crash-ledger test
+(tests/reliability/test_crash_ledger.py) failed on this machine three times in three (its
+sender drowned in unanswered requests); once a second whatever the load, a saturating load
+filled the WAL to the writers' backstop between two rounds, which put the checkpoint back into
+their commits (bench.storeprobe). And a pass's fsync sends every page it copied to the disk at
+once, each to its own place in the file: a commit's small fsync issued meanwhile waits behind
+them, so the size of a pass is the commits' fsync tail. Beside a loop of small appends and
+fdatasyncs (the commits' pattern), the same random pages a second written as a few hundred a
+pass made that fdatasync's 99th percentile several times what passes of a few dozen did
+(docs/performance.md); hence small passes, often, on a busy store. But not more often than the
+disk takes them: at saturation, passes every few milliseconds wrote the pages every commit
+rewrites (the right edge of each time-ordered index) again and again, fell behind, and the
+restart's catch-up then settled late, under holds of a quarter of a second. So the next pass
+also waits ``DUTY`` times as long as the round's passes took: where the disk takes a small pass
+quickly the frames set the pace, and where it is slow (a busy disk, a saturating load) the
+passes widen by themselves, toward one every ``BUSY_INTERVAL``.
 
 Starting the WAL over. SQLite rewinds the WAL only at a write that begins when every frame is
 already copied, and under continuous load a commit always lands while a pass runs: the WAL grew
@@ -83,10 +95,18 @@ if TYPE_CHECKING:
     Hold = Callable[[], AbstractContextManager[bool]]
 
 INTERVAL = 1.0
-BUSY_INTERVAL = 0.1
 BUSY_PAGES = 1000
-"""A checkpoint that copied this many frames (SQLite's default checkpoint size) means a busy
-store: the next comes after ``BUSY_INTERVAL``."""
+"""Frames a second (SQLite's default checkpoint size a round of ``INTERVAL``) that make a busy
+store: its passes are paced by ``PASS_FRAMES``."""
+PASS_FRAMES = 64
+"""On a busy store a pass comes as soon as about this many frames have arrived since the one
+before, ``BUSY_INTERVAL`` apart at most and ``MIN_INTERVAL`` at least: each pass's fsync writes
+a few dozen pages, never enough to stand in front of a commit's fsync for long."""
+BUSY_INTERVAL = 0.1
+MIN_INTERVAL = 0.004
+DUTY = 3.0
+"""A busy store's next pass waits at least this many times as long as the round's passes took:
+the thread's passes keep to a quarter of the disk's time, or widen toward ``BUSY_INTERVAL``."""
 RESTART_FRAMES = 16384
 """A WAL this long (64 MiB of 4 KiB pages) is started over, under ``hold``: each start costs a
 hold, so the longer the WAL may grow, the fewer the holds."""
@@ -136,6 +156,9 @@ class Checkpointer:
         self._done = 0  # frames of the current WAL already copied, at the last pass
         self._header = b""  # the WAL file's checkpoint sequence and salts, at the last pass
         self._seen = (-1, -1)  # what the last pass answered: (frames, copied)
+        self.clock = time.monotonic
+        """The rounds' clock (a test's own)."""
+        self._round_at = 0.0  # when the last round began
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: sqlite3.Connection | None = None
@@ -146,6 +169,7 @@ class Checkpointer:
         self._conn.execute("PRAGMA synchronous=FULL")  # a checkpoint fsyncs WAL, then database
         self._conn.execute(f"PRAGMA busy_timeout={READERS_MS}")  # the held pass only: FULL
         self._stop.clear()
+        self._round_at = self.clock()
         self._thread = threading.Thread(target=self._run, name="sqlite-checkpoint", daemon=True)
         self._thread.start()
 
@@ -271,13 +295,36 @@ class Checkpointer:
         ``BUSY_INTERVAL`` for a restart no write makes. (Under load a pass copies the whole WAL
         it saw too, while commits land behind it: those need the hold.) How long to wait before
         the next round; sqlite3.Error when the pass failed."""
-        before, seen = self.frames, self._seen
+        now = self.clock()
+        elapsed, self._round_at = now - self._round_at, now
+        before, seen, busy = self.frames, self._seen, self.seconds
         frames, copied = self._pass()
-        fresh = self.frames - before  # the held pass's frames are not the load's
+        fresh = self.frames - before  # the round's first pass: the held pass's are not the load's
         at_rest = copied == frames and (frames, copied) == seen
         restarted = frames >= RESTART_FRAMES and not at_rest and self.restart(copied)
-        busy = fresh >= BUSY_PAGES or restarted
-        return min(self.interval, BUSY_INTERVAL) if busy else self.interval
+        return self.pace(fresh, elapsed, restarted, self.seconds - busy)
+
+    def pace(
+        self, fresh: int, elapsed: float, restarted: bool = False, spent: float = 0.0
+    ) -> float:
+        """How long until the next round, after one that copied ``fresh`` frames ``elapsed``
+        seconds after the round before, its passes taking ``spent`` seconds. A store taking
+        ``BUSY_PAGES`` frames a second or more (or one just started over) is passed often enough
+        to copy ``PASS_FRAMES`` a pass: a pass's fsync sends every page it copied to the disk at
+        once, each to its own place in the file, and a commit's small fsync waits behind them
+        (docs/performance.md: the commits' fsync tail follows the pages a pass writes). But
+        never sooner than ``DUTY`` times the round's own passes: a disk slow to take them is
+        busy already (a saturating load), and small passes there write the same hot pages
+        again and again and fall behind, so the pace widens by itself toward ``BUSY_INTERVAL``,
+        whose larger passes write each page once. A quieter store is passed every
+        ``interval``: each pass costs a fsync of its own."""
+        rate = fresh / max(elapsed, MIN_INTERVAL)
+        if not restarted and rate * INTERVAL < BUSY_PAGES:
+            return self.interval
+        ceiling = min(self.interval, BUSY_INTERVAL)
+        if rate <= 0:
+            return ceiling
+        return min(max(PASS_FRAMES / rate, DUTY * spent, MIN_INTERVAL), ceiling)
 
     def _run(self) -> None:
         failing = False
