@@ -45,7 +45,8 @@ def read(url: str) -> dict[str, float]:
 
 def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
     """What happened between two readings: holds (count, seconds, the longest's bucket bound
-    in ms, inf when one passed the last), restarts, checkpoint passes' seconds and frames."""
+    in ms, inf when one passed the last), restarts, checkpoint passes (those that copied
+    frames), their seconds and frames."""
     if not before or not after:
         return {}
 
@@ -64,6 +65,7 @@ def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
         "held_seconds": grew(f"{HOLD}_sum"),
         "longest_hold_ms": longest * 1000 if holds else 0.0,
         "restarts": grew("jobhook_store_wal_restarts_total"),
+        "checkpoints": grew("jobhook_store_checkpoints_total"),
         "checkpoint_seconds": grew("jobhook_store_checkpoint_seconds_total"),
         "checkpoint_frames": grew("jobhook_store_checkpoint_frames_total"),
     }
@@ -76,7 +78,8 @@ def line(figures: dict[str, Any]) -> str:
         parts.append(
             f"holds {figures['holds']:,.0f} ({figures['held_seconds']:.2f} s, longest "
             f"<= {figures['longest_hold_ms']:g} ms), checkpoints "
-            f"{figures['checkpoint_seconds']:.1f} s / {figures['checkpoint_frames']:,.0f} frames"
+            f"{figures.get('checkpoints', 0):,.0f} / {figures['checkpoint_seconds']:.1f} s / "
+            f"{figures['checkpoint_frames']:,.0f} frames"
         )
     if "fsync_p99_ms" in figures:
         parts.append(

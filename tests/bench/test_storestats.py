@@ -68,11 +68,12 @@ def test_the_figures_between_two_scrapes_are_what_the_checkpointer_counted_meanw
     assert abs(figures["held_seconds"] - 0.07) < 1e-9
     assert figures["longest_hold_ms"] == 100.0  # the one in the (50 ms, 100 ms] bucket
     assert figures["restarts"] == 3
+    assert figures["checkpoints"] == 4
     assert figures["checkpoint_frames"] == 4_000
     assert abs(figures["checkpoint_seconds"] - 0.75) < 1e-9
     line = storestats.line(figures | storestats.fsync_figures([0.5, 0.7, 9.0]))
     assert "holds 3 (0.07 s, longest <= 100 ms)" in line
-    assert "4,000 frames" in line
+    assert "checkpoints 4 / 0.8 s / 4,000 frames" in line
     assert "max 9.0 ms" in line
 
 
