@@ -517,11 +517,56 @@ async def test_the_thread_paces_its_passes_by_the_frames_that_arrive(tmp_path: P
         sent = 0
         async with asyncio.timeout(30):
             while not any(wait < checkpoint.BUSY_INTERVAL for wait in waits):
-                batch = (store.ingest(_event(sent + n), ["files"]) for n in range(50))
-                await asyncio.gather(*batch)
+                for n in range(50):  # one at a time, as at a steady rate: no queue
+                    await store.ingest(_event(sent + n), ["files"])
                 sent += 50
         assert checkpointer.checkpoints >= 1
         assert (await store._read("SELECT count(*) FROM deliveries"))[0][0] == sent
+        batches, writes = store.connector._commits.batches()
+        assert writes < checkpoint.QUEUED * batches  # one at a time: no queue
+        await asyncio.gather(*(store.ingest(_event(sent + n), ["files"]) for n in range(64)))
+        more, written = store.connector._commits.batches()
+        assert written - writes >= checkpoint.QUEUED * (more - batches)  # these queued
     finally:
         await store.close()
     assert checkpoint.MIN_INTERVAL <= min(waits) < checkpoint.BUSY_INTERVAL
+
+
+def test_a_queue_at_the_writer_passes_a_busy_store_every_busy_interval(tmp_path: Path) -> None:
+    # Near saturation webhooks queue for the writer while each batch commits: small passes
+    # there cost the service its throughput, so the pace is 0.1 s, as it was before them. The
+    # batches are averaged over a window, a burst is not a queue.
+    db = tmp_path / "q.db"
+    conn = _writer(db)
+    taken, now = (0, 0), 0.0
+    checkpointer = Checkpointer(db, interval=3600, batches=lambda: taken)
+    checkpointer.clock = lambda: now
+    paces: list[int] = []
+
+    def pace(fresh: int, elapsed: float, restarted: bool = False, spent: float = 0.0) -> float:
+        paces.append(fresh)
+        return 0.005  # what the frames would ask for
+
+    def round_(writes: int, batches: int, seconds: float) -> float:
+        nonlocal taken, now
+        _write(conn, 20)
+        taken, now = (taken[0] + batches, taken[1] + writes), now + seconds
+        return checkpointer.round()
+
+    checkpointer.pace = pace  # type: ignore[method-assign]
+    checkpointer.start()
+    try:
+        small = round_(180, 100, checkpoint.QUEUE_SECONDS)  # 1.8 writes a batch: no queue
+        queued = round_(checkpoint.QUEUED * 40, 40, checkpoint.QUEUE_SECONDS)  # a queue
+        within = round_(20, 20, 0.01)  # within the window: the queue's verdict stands
+        drained = round_(30, 20, checkpoint.QUEUE_SECONDS)  # a new window, no queue
+        burst = round_(checkpoint.QUEUED * 40, 40, 0.01)  # a burst within the window...
+        over = round_(100, 80, checkpoint.QUEUE_SECONDS)  # ...averaged over it: no queue
+        idle = round_(0, 0, checkpoint.QUEUE_SECONDS)  # no batch at all: nothing queued
+    finally:
+        checkpointer.stop()
+        conn.close()
+    busy, frames = checkpoint.BUSY_INTERVAL, 0.005
+    assert (small, queued, within) == (frames, busy, busy)
+    assert (drained, burst, over, idle) == (frames, frames, frames, frames)
+    assert len(paces) == 5

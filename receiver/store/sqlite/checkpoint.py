@@ -30,7 +30,11 @@ rewrites (the right edge of each time-ordered index) again and again, fell behin
 restart's catch-up then settled late, under holds of a quarter of a second. So the next pass
 also waits ``DUTY`` times as long as the round's passes took: where the disk takes a small pass
 quickly the frames set the pace, and where it is slow (a busy disk, a saturating load) the
-passes widen by themselves, toward one every ``BUSY_INTERVAL``.
+passes widen by themselves, toward one every ``BUSY_INTERVAL``. And near saturation, where
+webhooks queue for the writer while each batch commits (``batches``: ``QUEUED`` writes a batch
+or more, over ``QUEUE_SECONDS``), every 0.1 s outright: there the service's cores are the bound,
+and passes several times as often cost it throughput where few commits wait on the disk anyway
+(the batches are big and few).
 
 Starting the WAL over. SQLite rewinds the WAL only at a write that begins when every frame is
 already copied, and under continuous load a commit always lands while a pass runs: the WAL grew
@@ -93,6 +97,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     Hold = Callable[[], AbstractContextManager[bool]]
+    Batches = Callable[[], tuple[int, int]]
 
 INTERVAL = 1.0
 BUSY_PAGES = 1000
@@ -104,6 +109,12 @@ before, ``BUSY_INTERVAL`` apart at most and ``MIN_INTERVAL`` at least: each pass
 a few dozen pages, never enough to stand in front of a commit's fsync for long."""
 BUSY_INTERVAL = 0.1
 MIN_INTERVAL = 0.004
+QUEUED = 12
+"""Writes a batch, on average over ``QUEUE_SECONDS``, that mean webhooks queue for the writer
+while each batch commits, as under a saturating load; a steady rate below saturation gathers
+a few a batch (docs/performance.md: the batches at each rate)."""
+QUEUE_SECONDS = 0.5
+"""The window the batches are averaged over: a burst of a few milliseconds is not a queue."""
 DUTY = 3.0
 """A busy store's next pass waits at least this many times as long as the round's passes took:
 the thread's passes keep to a quarter of the disk's time, or widen toward ``BUSY_INTERVAL``."""
@@ -129,13 +140,19 @@ log = structlog.get_logger(__name__)
 class Checkpointer:
     """A daemon thread that checkpoints the WAL of the database at ``path`` every ``interval``."""
 
-    def __init__(self, path: Path, interval: float = INTERVAL, hold: Hold | None = None) -> None:
+    def __init__(self, path: Path, interval: float = INTERVAL, hold: Hold | None = None,
+                 batches: Batches | None = None) -> None:  # fmt: skip
         self.path = path
         self.wal = path.with_name(path.name + "-wal")
         """The database's WAL file (SQLite names it so)."""
         self.interval = interval
         self.hold = hold
         """Holds the store's writes while it is entered (True once none is in flight)."""
+        self.batches = batches
+        """The writer's batches so far and the writes in them (``GroupCommit.batches``)."""
+        self._batches_seen = (0, 0)  # what ``batches`` answered when the window began
+        self._window_at = 0.0  # when the current window of ``batches`` began
+        self._queued_seen = False  # the last window's verdict
         self.restarts = 0
         """Passes made under ``hold`` that copied the whole WAL."""
         self.checkpoints = 0
@@ -297,12 +314,26 @@ class Checkpointer:
         the next round; sqlite3.Error when the pass failed."""
         now = self.clock()
         elapsed, self._round_at = now - self._round_at, now
+        queued = self._queued(now)
         before, seen, busy = self.frames, self._seen, self.seconds
         frames, copied = self._pass()
         fresh = self.frames - before  # the round's first pass: the held pass's are not the load's
         at_rest = copied == frames and (frames, copied) == seen
         restarted = frames >= RESTART_FRAMES and not at_rest and self.restart(copied)
+        if queued:  # webhooks queue for the writer: a saturating load, passed as ever
+            return min(self.interval, BUSY_INTERVAL)
         return self.pace(fresh, elapsed, restarted, self.seconds - busy)
+
+    def _queued(self, now: float) -> bool:
+        """Whether the writer's batches over the last window of ``QUEUE_SECONDS`` held
+        ``QUEUED`` writes each or more on average: webhooks queue for it while each batch
+        commits, as they do only near saturation."""
+        if self.batches is None or now - self._window_at < QUEUE_SECONDS:
+            return self._queued_seen
+        (batches, writes), (seen, seen_writes) = self.batches(), self._batches_seen
+        self._batches_seen, self._window_at = (batches, writes), now
+        self._queued_seen = batches > seen and writes - seen_writes >= QUEUED * (batches - seen)
+        return self._queued_seen
 
     def pace(
         self, fresh: int, elapsed: float, restarted: bool = False, spent: float = 0.0

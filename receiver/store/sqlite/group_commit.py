@@ -66,6 +66,13 @@ class GroupCommit:
         self._task: asyncio.Task[None] | None = None
         self._gate = WriteGate()
         self._settling: set[asyncio.Task[None]] = set()  # batches committed, not yet on disk
+        self._batches = self._writes = 0  # taken from the queue, since the start
+
+    def batches(self) -> tuple[int, int]:
+        """Batches taken from the queue so far, and the writes in them: how far the writer is
+        behind (a queue forms only while a batch commits), from any thread (plain ints, each
+        read atomic under the GIL)."""
+        return self._batches, self._writes
 
     def held(self, timeout: float = 1.0) -> AbstractContextManager[bool]:
         """For another thread: no batch starts while inside (``WriteGate.held``)."""
@@ -115,6 +122,7 @@ class GroupCommit:
                 break
             await self._gate.enter()
             batch, stopping = take_batch(self._queue, first, self._batch_max)
+            self._batches, self._writes = self._batches + 1, self._writes + len(batch)
             try:
                 await self._commit(batch)
             finally:

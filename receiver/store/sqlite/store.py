@@ -72,7 +72,8 @@ class SQLiteConnector(Connector):
         self._process = WriterProcess(path)
         self._lock = StoreLock(path)
         self._commits = GroupCommit(self._process, batch_max=batch_max, offload_at=offload_at)
-        self._checkpointer = Checkpointer(path, hold=self._commits.held)
+        self._checkpointer = Checkpointer(path, hold=self._commits.held,
+                                          batches=self._commits.batches)  # fmt: skip
         self._sql = self.dialect.sql
 
     def __repr__(self) -> str:
