@@ -1,8 +1,9 @@
 """The PostgreSQL store's group commit of ingests: one round trip and one commit per batch.
 
 ``PostgresStore.ingest`` queues its event and waits for its answer. A writer task takes what
-has queued (up to ``BATCH_MAX`` events) and stores it with one call of ``jobhook_ingest_batch``
-in one transaction (``receiver.store.postgres.ingest``); up to ``IN_FLIGHT`` batches run at once, on
+has queued (up to ``BATCH_MAX`` events) and stores it with one call of ``jobhook_ingest_batch``,
+one statement, which PostgreSQL runs as a transaction of its own (no ``BEGIN`` or ``COMMIT``
+round trips; ``receiver.store.postgres.ingest``); up to ``IN_FLIGHT`` batches run at once, on
 separate pooled connections, so the server commits one while the next is sent. Within a batch
 the events are ordered by (source, job id), stably, so one job's events keep their order and
 concurrent batches (of this replica or another) lock the rows they share in the same order.
@@ -113,7 +114,8 @@ class PgGroupCommit:
         self.batches += 1
         try:
             try:
-                results = await self._db.transaction(functools.partial(ingest_batch, batch=ordered))
+                store = functools.partial(ingest_batch, batch=ordered)
+                results = await self._db.transaction(store, one_statement=True)
             except Exception as exc:  # PostgreSQL refused the batch, or its answer was odd
                 if len(ordered) == 1 or not refused_input(exc):
                     raise

@@ -96,7 +96,8 @@ def batch_result(item: Ingest, row: Sequence[Any]) -> IngestResult:
 
 
 async def ingest_batch(conn: Conn, batch: Sequence[Ingest]) -> list[IngestResult]:
-    """Store ``batch`` in its order, in the transaction ``conn`` is in: one round trip."""
+    """Store ``batch`` in its order: one statement, one round trip (a transaction of its own
+    when ``conn`` is in none)."""
     rows = await conn.fetch(INGEST_BATCH, *batch_args(batch))
     if len(rows) != len(batch):
         raise AssertionError(f"jobhook_ingest_batch answered {len(rows)} of {len(batch)}")

@@ -3,6 +3,14 @@
 Every asyncpg, socket or timeout failure is translated here, once, into StoreUnavailableError
 (a webhook answers 503, ``/readyz`` too). A transaction that PostgreSQL rolls back to break a
 deadlock or a serialization conflict is run again a few times first.
+
+A connection goes back to the pool without asyncpg's reset query (``pg_advisory_unlock_all();
+CLOSE ALL; UNLISTEN *; RESET ALL``, a round trip and four statements the server runs after
+every transaction and read): the store keeps no state in a session (no ``SET``, ``LISTEN``,
+cursor or session-level advisory lock; tests/store/test_pg_session.py checks its SQL), and a
+transaction left open is still rolled back on release. One statement runs without ``BEGIN``
+and ``COMMIT`` around it: PostgreSQL makes it a transaction of its own and answers only once it
+has committed.
 """
 
 from __future__ import annotations
@@ -51,6 +59,11 @@ def json_without_nul(value: str) -> str:
     """JSON text with every ``\\u0000`` escape (not an escaped backslash before ``u0000``)
     turned into ``\\ufffd``; a raw NUL cannot occur in JSON text."""
     return _JSON_NUL.sub(r"\1\\ufffd", value) if "\\u0000" in value else value
+
+
+async def _keep_session(conn: Conn) -> None:
+    """The pool's reset of a released connection: none beyond asyncpg's own rollback of a
+    transaction left open (the module's docstring says why)."""
 
 
 async def _init_connection(conn: Conn) -> None:
@@ -105,6 +118,7 @@ class PgPool:
                 timeout=self._timeout,
                 command_timeout=30.0,
                 init=_init_connection,
+                reset=_keep_session,
             )
             async with self._pool.acquire(timeout=self._timeout) as conn:
                 await setup(conn)
@@ -134,13 +148,20 @@ class PgPool:
             raise StoreUnavailableError("the store is not open")
         return self._pool
 
-    async def transaction(self, fn: Callable[[Conn], Awaitable[T]]) -> T:
-        """Run ``fn`` in one transaction on one connection; a deadlock victim runs again."""
+    async def transaction(
+        self, fn: Callable[[Conn], Awaitable[T]], *, one_statement: bool = False
+    ) -> T:
+        """Run ``fn`` in one transaction on one connection; a deadlock victim runs again.
+        With ``one_statement`` (``fn`` sends exactly one), no ``BEGIN`` and ``COMMIT`` round
+        trips: the statement is its own transaction, and its answer comes after its commit."""
         pool = self._opened()
         for attempt in range(1, TX_ATTEMPTS + 1):
             try:
-                async with pool.acquire(timeout=self._timeout) as conn, conn.transaction():
-                    return await fn(conn)
+                async with pool.acquire(timeout=self._timeout) as conn:
+                    if one_statement:
+                        return await fn(conn)
+                    async with conn.transaction():
+                        return await fn(conn)
             except asyncpg.TransactionRollbackError as exc:
                 if attempt == TX_ATTEMPTS:
                     raise _unavailable("transaction", exc) from exc
@@ -155,7 +176,7 @@ class PgPool:
         async def op(conn: Conn) -> int:
             return affected(await conn.execute(query, *args))
 
-        return await self.transaction(op)
+        return await self.transaction(op, one_statement=True)
 
     async def fetch(self, query: str, *args: Any) -> list[Any]:
         """The rows of one read."""
