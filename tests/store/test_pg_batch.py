@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import asyncpg  # type: ignore[import-untyped]
 import pytest
+import structlog.testing
 
 from receiver.errors import StoreUnavailableError
 from receiver.models import Event, IngestResult, Progress, State
@@ -96,8 +97,12 @@ async def test_a_batch_answers_and_stores_what_one_event_per_transaction_does(
         await with_a_dead_dispatch(batched)
         await with_a_dead_dispatch(alone)
         before = batched.batching.batches
-        results = await asyncio.gather(*(batched.ingest(e, h, resolve=False) for e, h in SCRIPT))
+        with structlog.testing.capture_logs() as logs:
+            results = await asyncio.gather(
+                *(batched.ingest(e, h, resolve=False) for e, h in SCRIPT)
+            )
         assert batched.batching.batches == before + 1, "one batch for all of them"
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == [], "not refused"
         expected = [await alone.batching.ingest_alone(e, h, False) for e, h in SCRIPT]
         assert [answer(r) for r in results] == [answer(r) for r in expected]
         for job_id in ("j0", "j1", "j2", "j3", "j4", "j5", "dead-job"):
@@ -112,6 +117,108 @@ async def test_a_batch_answers_and_stores_what_one_event_per_transaction_does(
     assert [(r.status, r.completed) for r in results][:4] == [
         ("accepted", False), ("accepted", True), ("accepted", True), ("duplicate", False),
     ]  # fmt: skip
+
+
+async def with_history(store: PostgresStore) -> None:
+    """What the events of ``DISTINCT`` find: a dead dispatch, a job running, one done, one
+    failed, and an old message whose job is done."""
+    await with_a_dead_dispatch(store)
+    for event, handlers in [
+        (ev("d-run", State.RUNNING, "h1", metadata={"a": 1, "b": {"c": 1}}), ["a"]),
+        (ev("d-done", State.SUCCEEDED, "h2"), ["a"]),
+        (ev("d-failed", State.FAILED, "h3", error="boom", error_code="E1"), ["b"]),
+        (ev("d-old", State.SUCCEEDED, "h4"), []),
+    ]:
+        await store.batching.ingest_alone(event, handlers, False)
+
+
+# One batch in which no job and no message comes twice: migration 14's statements over all of
+# its events at once, each case of the one-event path among them.
+DISTINCT: list[tuple[Event, list[str]]] = [
+    (ev("d-new", State.RUNNING, "n1", metadata={"x": 1}, progress=Progress(1, 4)), ["a", "b"]),
+    (ev("d-run", State.SUCCEEDED, "n2", metadata={"b": {"c": None, "d": 2}}), ["a", "b", "c"]),
+    (ev("dead-job", State.SUCCEEDED, "m-dead"), ["a"]),  # a retry of an old one: requeues
+    (ev("d-old", State.SUCCEEDED, "h4"), ["a"]),  # a retry, nothing dead: changes nothing
+    (ev("d-done", State.SUCCEEDED, None), ["b"]),  # no message id (the poller), terminal again
+    (ev("d-failed", State.RUNNING, "n3", error="late"), ["b"]),  # late news: stays failed
+    (ev("d-queued", State.QUEUED, "n4", poll_at=time.time() + 60), ["a"]),
+    (ev("d-fresh", State.FAILED, "n5", error="nul\x00byte", error_code="E2"), ["nul\x00name", "c"]),
+    (ev("d-two", State.SUCCEEDED, "n6", source="docurift"), []),  # another source, no handlers
+    (ev("d-last", State.SUCCEEDED, "n7", metadata={"k": [1, 2]}), ["c", "a"]),
+]
+
+
+async def test_a_batch_of_distinct_jobs_answers_and_stores_what_one_event_each_does(
+    postgres_url: str,
+) -> None:
+    async with (
+        opened(postgres_url) as batched,
+        postgres_database() as other,
+        opened(other) as alone,
+    ):
+        await with_history(batched)
+        await with_history(alone)
+        before = batched.batching.batches
+        with structlog.testing.capture_logs() as logs:
+            results = await asyncio.gather(
+                *(batched.ingest(e, h, resolve=False) for e, h in DISTINCT)
+            )
+        assert batched.batching.batches == before + 1, "one batch for all of them"
+        assert [e["event"] for e in logs if e["log_level"] == "warning"] == [], "not refused"
+        expected = [await alone.batching.ingest_alone(e, h, False) for e, h in DISTINCT]
+        assert [answer(r) for r in results] == [answer(r) for r in expected]
+        for event, _ in DISTINCT:
+            if event.source == "reducto":
+                assert await stored(batched, event.job_id) == await stored(alone, event.job_id)
+        assert await batched.get_job("docurift", "d-two") is not None
+        for result in results:
+            if result.completed:
+                job = await batched.get_job(
+                    "docurift" if result.job_id == "d-two" else "reducto", result.job_id
+                )
+                assert job is not None
+                assert job.terminal_at is not None
+                assert result.took == job.terminal_at - job.created_at
+    assert [(r.status, r.completed, r.requeued) for r in results] == [
+        ("accepted", False, 0), ("accepted", True, 0), ("duplicate", False, 1),
+        ("duplicate", False, 0), ("accepted", False, 0), ("accepted", False, 0),
+        ("accepted", False, 0), ("accepted", True, 0), ("accepted", True, 0),
+        ("accepted", True, 0),
+    ]  # fmt: skip
+
+
+async def _routes(url: str, events: list[Event]) -> list[str]:
+    """The debug messages one direct call of the batch function sends for ``events``."""
+    from receiver.store.postgres.ingest import INGEST_BATCH, Ingest, batch_args
+    from receiver.store.postgres.pool import _init_connection
+
+    conn = await asyncpg.connect(url)
+    heard: list[str] = []
+    try:
+        await _init_connection(conn)
+        await conn.execute("SET client_min_messages = debug1")
+        conn.add_log_listener(lambda _conn, message: heard.append(message.message))
+        loop = asyncio.get_running_loop()
+        batch = [Ingest(e, ["a"], False, time.time(), loop.create_future()) for e in events]
+        await conn.fetch(INGEST_BATCH, *batch_args(batch))
+        await asyncio.sleep(0.05)  # the listener is called soon after, not within fetch
+    finally:
+        await conn.close()
+    return [m for m in heard if "jobhook_ingest_batch" in m]
+
+
+async def test_a_batch_with_a_job_or_a_message_twice_or_of_few_events_runs_one_at_a_time(
+    postgres_url: str,
+) -> None:
+    async with opened(postgres_url):
+        pass  # migrated
+    apart = [ev(f"r-{n}", State.SUCCEEDED, f"r-{n}") for n in range(8)]
+    same_job = [*apart[:7], ev("r-0", State.SUCCEEDED, "r-8")]
+    same_message = [*apart[:7], ev("r-8", State.SUCCEEDED, "r-0")]
+    assert await _routes(postgres_url, apart) == []
+    assert await _routes(postgres_url, [e for e, _ in DISTINCT]) == []
+    for events in (same_job, same_message, apart[:7]):
+        assert await _routes(postgres_url, events) == ["jobhook_ingest_batch: one event at a time"]
 
 
 async def test_many_concurrent_ingests_share_batches(postgres_url: str) -> None:
@@ -242,6 +349,44 @@ async def test_replicas_batching_the_same_jobs_fail_none_and_complete_each_once(
     assert sum(r.status == "duplicate" for r in results) == len(jobs)
     assert sorted(c.job_id for c in completions) == sorted(jobs)
     assert [d.handler for d in dispatches] == ["a", "b"]
+
+
+async def test_a_job_first_seen_by_a_batch_and_another_at_once_keeps_one_id(
+    postgres_url: str,
+) -> None:
+    """As below, the second transaction a batch of distinct jobs (migration 14's statements):
+    its upsert waits for the first's row of the job, takes it, and moves its delivery."""
+    from receiver.store.postgres.ingest import Ingest, ingest_batch, ingest_one
+
+    async with opened(postgres_url):
+        pass  # migrated
+    first, second = await asyncpg.connect(postgres_url), await asyncpg.connect(postgres_url)
+    loop = asyncio.get_running_loop()
+    try:
+        one = first.transaction()
+        await one.start()
+        await ingest_one(
+            first, Ingest(ev("both", State.RUNNING, "m-a"), [], False, time.time(),
+                          loop.create_future())
+        )  # fmt: skip
+        batch = [
+            Ingest(ev(job, State.SUCCEEDED, f"m-{job}"), ["a"], False, time.time(),
+                   loop.create_future())
+            for job in ("aaa", "both", "c", "d", "e", "f", "g", "zzz")
+        ]  # fmt: skip
+        racing = asyncio.create_task(ingest_batch(second, batch))
+        await asyncio.sleep(0.3)
+        assert not racing.done()  # waiting for the first's row of the job
+        await one.commit()
+        results = await racing
+        ids = await first.fetch("SELECT DISTINCT job FROM deliveries WHERE job_id = 'both'")
+        job = await first.fetchval("SELECT id FROM jobs WHERE job_id = 'both'")
+        completed_for = await first.fetchval("SELECT job FROM completions WHERE job_id = 'both'")
+    finally:
+        await first.close()
+        await second.close()
+    assert [(r.status, r.completed) for r in results] == [("accepted", True)] * 8
+    assert [r[0] for r in ids] == [job] == [completed_for]
 
 
 async def test_a_job_first_seen_by_two_transactions_at_once_keeps_one_id(postgres_url: str) -> None:

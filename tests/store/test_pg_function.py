@@ -13,7 +13,7 @@ import pytest
 from receiver.models import State
 from receiver.store import sql
 from receiver.store.postgres import sql as pg_sql
-from receiver.store.postgres.functions import INGEST_BY_JOB_ID_FUNCTION
+from receiver.store.postgres.functions import INGEST_BY_JOB_ID_FUNCTION, INGEST_SET_FUNCTION
 from receiver.store.postgres.migrations import _CREATE_VERSIONS, POSTGRES_MIGRATIONS
 from tests.store.test_pg_batch import ev, opened
 
@@ -60,6 +60,19 @@ def test_the_batch_function_runs_the_statements_of_one_event_per_transaction() -
     ]
     for statement in expected:
         assert _words(statement) in body, statement
+
+
+def test_the_set_function_updates_a_known_job_as_one_event_per_transaction_does() -> None:
+    """Migration 14's upsert of the batch's jobs: the one-event path's news, word for word (a
+    change there needs a migration replacing both functions)."""
+    news = _words(sql.job_news("jobhook_merge_patch"))
+    assert news.startswith("ON CONFLICT")
+    assert news in _words(INGEST_SET_FUNCTION)
+    for statement, args in (
+        (sql.REQUEUE_DEAD_FOR_JOB, ["p_at[i]", "p_at[i]", "v_job[i]"]),
+        (pg_sql.MOVE_DELIVERY, ["v_stored[i]", "p_source[i]", "p_message_id[i]"]),
+    ):
+        assert _words(_spelled_out(statement, args)) in _words(INGEST_SET_FUNCTION), statement
 
 
 # What version 11 stored for two jobs, in its own shape (keyed by the provider's job id): one in

@@ -1,5 +1,6 @@
 """PostgreSQL's ingest of webhooks: a batch in one call of ``jobhook_ingest_batch`` (migration
-10, ``functions``), or one event in its own transaction, statement by statement.
+14, ``functions``: statements over all of a batch's events, or those of migration 12 one event
+at a time), or one event in its own transaction, statement by statement.
 
 The batch is what ``receiver.store.postgres.group_commit`` commits; the one-event path is kept
 for a batch that PostgreSQL refused, to find the bad event among its neighbours (and as the

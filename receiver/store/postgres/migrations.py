@@ -11,7 +11,11 @@ from typing import Any
 
 import structlog
 
-from receiver.store.postgres.functions import INGEST_BATCH_FUNCTION, INGEST_BY_JOB_ID_FUNCTION
+from receiver.store.postgres.functions import (
+    INGEST_BATCH_FUNCTION,
+    INGEST_BY_JOB_ID_FUNCTION,
+    INGEST_SET_FUNCTION,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -268,6 +272,8 @@ POSTGRES_MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX audit_last ON audit (last_at);
     CREATE INDEX audit_token ON audit (token, id);
     """,
+    # 14: the ingest batch as a few statements over all of its events (``functions``).
+    INGEST_SET_FUNCTION,
 )
 
 
