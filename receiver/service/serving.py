@@ -18,11 +18,27 @@ if TYPE_CHECKING:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now."""
+    """A TCP port nobody listens on right now (another process may take it before the caller
+    binds it: a server in this process binds ``bound_socket`` instead)."""
     with socket.socket() as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def bound_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (a port of the kernel's choosing by default), for
+    uvicorn's ``serve(sockets=...)``: the port is held from here on, with no window in which
+    another process could take it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def http_protocol() -> str | type[asyncio.Protocol]:
@@ -50,7 +66,8 @@ async def serving(
 ) -> AsyncIterator[str]:
     """Run ``app`` (lifespan included) for the block; yields its base URL. Signals are the
     caller's to handle (``jobhook demo`` stops on SIGINT and SIGTERM)."""
-    port = port or free_port(host)
+    sock = bound_socket(host, port or 0)
+    port = int(sock.getsockname()[1])
     config = uvicorn.Config(
         app,
         host=host,
@@ -63,7 +80,7 @@ async def serving(
         timeout_graceful_shutdown=5,
     )
     server = _EmbeddedServer(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         deadline = time.monotonic() + 15
         while not server.started:
@@ -73,5 +90,8 @@ async def serving(
         yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
-        with contextlib.suppress(SystemExit):
-            await asyncio.wait_for(task, timeout=15)
+        try:
+            with contextlib.suppress(SystemExit):
+                await asyncio.wait_for(task, timeout=15)
+        finally:
+            sock.close()

@@ -442,8 +442,8 @@ async def running(
     The CA that issued SNS's TLS certificate is written to ``state_dir/ca.pem``.
     """
     cert_file, key_file = write_materials(sim, state_dir)
-    port = port or _free_port(host)
-    sns_port = sns_port or _free_port(host)
+    sockets = [_bound(host, port), _bound(host, sns_port)]  # held from here: no port race
+    port, sns_port = (int(sock.getsockname()[1]) for sock in sockets)
     sim.sns.base_url = f"https://{sns_host}:{sns_port}"
     servers = [
         uvicorn.Server(
@@ -471,7 +471,10 @@ async def running(
             )
         ),
     ]
-    tasks = [asyncio.create_task(server.serve()) for server in servers]
+    tasks = [
+        asyncio.create_task(server.serve(sockets=[sock]))
+        for server, sock in zip(servers, sockets, strict=True)
+    ]
     try:
         deadline = time.monotonic() + 15
         while not all(server.started for server in servers):
@@ -483,8 +486,12 @@ async def running(
         await sim.sns.aclose()
         for server in servers:
             server.should_exit = True
-        with contextlib.suppress(SystemExit):
-            await asyncio.wait_for(asyncio.gather(*tasks), timeout=15)
+        try:
+            with contextlib.suppress(SystemExit):
+                await asyncio.wait_for(asyncio.gather(*tasks), timeout=15)
+        finally:
+            for sock in sockets:
+                sock.close()
 
 
 def write_materials(sim: TextractSim, state_dir: Path) -> tuple[Path, Path]:
@@ -498,11 +505,16 @@ def write_materials(sim: TextractSim, state_dir: Path) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _bound(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a port of the kernel's choosing) for uvicorn."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def run_textract(

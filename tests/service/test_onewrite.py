@@ -19,7 +19,7 @@ from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from receiver.service.onewrite import HeldHead, OneWriteProtocol
-from receiver.service.serving import free_port, http_protocol
+from receiver.service.serving import bound_socket, http_protocol
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -78,20 +78,21 @@ def counting(base: type[HttpToolsProtocol], writes: list[bytes]) -> type[HttpToo
 
 @contextlib.asynccontextmanager
 async def server(protocol: type[HttpToolsProtocol]) -> AsyncIterator[int]:
-    port = free_port()
-    config = uvicorn.Config(APP, host="127.0.0.1", port=port, http=protocol, loop="asyncio",
-                            log_config=None, access_log=False, lifespan="off",
-                            server_header=False, date_header=False)  # fmt: skip
-    srv = uvicorn.Server(config)
-    task = asyncio.create_task(srv.serve())
-    while not srv.started:
-        assert not task.done(), "the server did not start"
-        await asyncio.sleep(0.005)
-    try:
-        yield port
-    finally:
-        srv.should_exit = True
-        await task
+    with bound_socket() as sock:  # bound here: no other test's server can take the port
+        port = int(sock.getsockname()[1])
+        config = uvicorn.Config(APP, host="127.0.0.1", port=port, http=protocol, loop="asyncio",
+                                log_config=None, access_log=False, lifespan="off",
+                                server_header=False, date_header=False)  # fmt: skip
+        srv = uvicorn.Server(config)
+        task = asyncio.create_task(srv.serve(sockets=[sock]))
+        while not srv.started:
+            assert not task.done(), "the server did not start"
+            await asyncio.sleep(0.005)
+        try:
+            yield port
+        finally:
+            srv.should_exit = True
+            await task
 
 
 @contextlib.asynccontextmanager
