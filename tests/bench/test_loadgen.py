@@ -101,3 +101,62 @@ async def test_run_apart_sends_from_a_process_of_its_own() -> None:
     assert len(senders) == 1
     assert senders != {str(os.getpid()).encode()}
     assert cpu > 0
+
+
+async def test_a_connection_closed_while_idle_is_dropped_and_the_others_send() -> None:
+    accepted = 0
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        if accepted == 2:  # closed at once, long before the first send is due (0.2 s after)
+            writer.close()
+            return
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length"))  # fmt: skip
+                await reader.readexactly(length)
+                writer.write(OK)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        record = await loadgen.run("127.0.0.1", port, (r for _, r in _requests(port, 40)),
+                                   rate=400.0, connections=4)  # fmt: skip
+    assert accepted == 4
+    assert sorted(record.index) == list(range(40))
+    assert set(record.status) == {200}
+
+
+async def test_a_connection_closed_with_a_request_in_flight_ends_the_run() -> None:
+    served = 0
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length"))  # fmt: skip
+                await reader.readexactly(length)
+                served += 1
+                if served == 5:  # this one is never answered
+                    break
+                writer.write(OK)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        with pytest.raises(ConnectionError, match="with a request in flight"):
+            await asyncio.wait_for(
+                loadgen.run("127.0.0.1", port, (r for _, r in _requests(port, 20)),
+                            rate=400.0, connections=2),
+                10,
+            )  # fmt: skip
