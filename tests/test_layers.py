@@ -38,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "receiver.loops",
         "receiver.tracing",
         "receiver.importer",
+        "receiver.sockets",
     ),
 )
 ROOT_VOCABULARY = set(LAYERS[-1])

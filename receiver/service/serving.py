@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from receiver.sockets import bound_socket
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
@@ -19,26 +21,11 @@ if TYPE_CHECKING:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port nobody listens on right now (another process may take it before the caller
-    binds it: a server in this process binds ``bound_socket`` instead)."""
+    binds it: a server in this process binds ``receiver.sockets.bound_socket`` instead)."""
     with socket.socket() as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def bound_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (a port of the kernel's choosing by default), for
-    uvicorn's ``serve(sockets=...)``: the port is held from here on, with no window in which
-    another process could take it."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def http_protocol() -> str | type[asyncio.Protocol]:

@@ -27,7 +27,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from starlette.routing import Route
 
 from receiver.errors import ConfigError
 from receiver.sim.sns import SnsSide, Subscription
+from receiver.sockets import bound_socket
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -442,7 +442,7 @@ async def running(
     The CA that issued SNS's TLS certificate is written to ``state_dir/ca.pem``.
     """
     cert_file, key_file = write_materials(sim, state_dir)
-    sockets = [_bound(host, port), _bound(host, sns_port)]  # held from here: no port race
+    sockets = [bound_socket(host, port), bound_socket(host, sns_port)]  # held: no port race
     port, sns_port = (int(sock.getsockname()[1]) for sock in sockets)
     sim.sns.base_url = f"https://{sns_host}:{sns_port}"
     servers = [
@@ -503,18 +503,6 @@ def write_materials(sim: TextractSim, state_dir: Path) -> tuple[Path, Path]:
     key_file.touch(mode=0o600)
     key_file.write_bytes(sim.sns.tls_key_pem)
     return cert_file, key_file
-
-
-def _bound(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` (0: a port of the kernel's choosing) for uvicorn."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def run_textract(

@@ -5,6 +5,7 @@ and the worst of them (not only the worst), every request is recorded against it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import time
@@ -26,24 +27,35 @@ def test_lag_counts_sends_later_than_the_threshold_and_keeps_the_worst() -> None
     assert loadgen.Lag().share == 0.0
 
 
+async def _read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request off ``reader``: its path (its body read and dropped)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length"))  # fmt: skip
+    await reader.readexactly(length)
+    return head.split(b" ", 2)[1]
+
+
+async def _answer_all(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      delay: float = 0.0, seen: list[bytes] | None = None) -> None:  # fmt: skip
+    """Answer every request of a connection with ``OK``, ``delay`` seconds after it came."""
+    try:
+        while True:
+            path = await _read_request(reader)
+            if seen is not None:
+                seen.append(path)
+            if delay:
+                await asyncio.sleep(delay)
+            writer.write(OK)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        writer.close()
+
+
 async def _server(delay: float = 0.0,
                   seen: list[bytes] | None = None) -> tuple[asyncio.Server, int]:  # fmt: skip
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                if seen is not None:
-                    seen.append(head.split(b" ", 2)[1])
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length"))  # fmt: skip
-                await reader.readexactly(length)
-                if delay:
-                    await asyncio.sleep(delay)
-                writer.write(OK)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
-
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    server = await asyncio.start_server(
+        functools.partial(_answer_all, delay=delay, seen=seen), "127.0.0.1", 0
+    )
     return server, server.sockets[0].getsockname()[1]
 
 
@@ -112,15 +124,7 @@ async def test_a_connection_closed_while_idle_is_dropped_and_the_others_send() -
         if accepted == 2:  # closed at once, long before the first send is due (0.2 s after)
             writer.close()
             return
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length"))  # fmt: skip
-                await reader.readexactly(length)
-                writer.write(OK)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            writer.close()
+        await _answer_all(reader, writer)
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
@@ -137,18 +141,13 @@ async def test_a_connection_closed_with_a_request_in_flight_ends_the_run() -> No
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal served
-        try:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                              if line.lower().startswith(b"content-length"))  # fmt: skip
-                await reader.readexactly(length)
+                await _read_request(reader)
                 served += 1
                 if served == 5:  # this one is never answered
                     break
                 writer.write(OK)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
         writer.close()
 
     server = await asyncio.start_server(answer, "127.0.0.1", 0)

@@ -19,7 +19,8 @@ from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from receiver.service.onewrite import HeldHead, OneWriteProtocol
-from receiver.service.serving import bound_socket, http_protocol
+from receiver.service.serving import http_protocol
+from receiver.sockets import bound_socket
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
