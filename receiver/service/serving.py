@@ -53,32 +53,29 @@ async def serving(
 ) -> AsyncIterator[str]:
     """Run ``app`` (lifespan included) for the block; yields its base URL. Signals are the
     caller's to handle (``jobhook demo`` stops on SIGINT and SIGTERM)."""
-    sock = bound_socket(host, port or 0)
-    port = int(sock.getsockname()[1])
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        loop="asyncio",
-        http=http_protocol(),
-        timeout_graceful_shutdown=5,
-    )
-    server = _EmbeddedServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        deadline = time.monotonic() + 15
-        while not server.started:
-            if task.done() or time.monotonic() > deadline:
-                raise RuntimeError(f"the server on {host}:{port} did not start")
-            await asyncio.sleep(0.01)
-        yield f"http://{host}:{port}"
-    finally:
-        server.should_exit = True
+    with bound_socket(host, port or 0) as sock:  # held from here: nobody else takes it
+        port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            loop="asyncio",
+            http=http_protocol(),
+            timeout_graceful_shutdown=5,
+        )
+        server = _EmbeddedServer(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
         try:
+            deadline = time.monotonic() + 15
+            while not server.started:
+                if task.done() or time.monotonic() > deadline:
+                    raise RuntimeError(f"the server on {host}:{port} did not start")
+                await asyncio.sleep(0.01)
+            yield f"http://{host}:{port}"
+        finally:
+            server.should_exit = True
             with contextlib.suppress(SystemExit):
                 await asyncio.wait_for(task, timeout=15)
-        finally:
-            sock.close()

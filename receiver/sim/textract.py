@@ -442,56 +442,53 @@ async def running(
     The CA that issued SNS's TLS certificate is written to ``state_dir/ca.pem``.
     """
     cert_file, key_file = write_materials(sim, state_dir)
-    sockets = [bound_socket(host, port), bound_socket(host, sns_port)]  # held: no port race
-    port, sns_port = (int(sock.getsockname()[1]) for sock in sockets)
-    sim.sns.base_url = f"https://{sns_host}:{sns_port}"
-    servers = [
-        uvicorn.Server(
-            uvicorn.Config(
-                sim.api_app(),
-                host=host,
-                port=port,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                loop="asyncio",
-            )
-        ),
-        uvicorn.Server(
-            uvicorn.Config(
-                sim.sns.app(),
-                host=host,
-                port=sns_port,
-                log_config=None,
-                access_log=False,
-                lifespan="off",
-                loop="asyncio",
-                ssl_certfile=str(cert_file),
-                ssl_keyfile=str(key_file),
-            )
-        ),
-    ]
-    tasks = [
-        asyncio.create_task(server.serve(sockets=[sock]))
-        for server, sock in zip(servers, sockets, strict=True)
-    ]
-    try:
-        deadline = time.monotonic() + 15
-        while not all(server.started for server in servers):
-            if any(task.done() for task in tasks) or time.monotonic() > deadline:
-                raise RuntimeError("the textract simulator did not start")
-            await asyncio.sleep(0.01)
-        yield f"http://{host}:{port}", sim.sns.base_url
-    finally:
-        await sim.sns.aclose()
-        for server in servers:
-            server.should_exit = True
+    with bound_socket(host, port) as api, bound_socket(host, sns_port) as sns:  # held: no race
+        sockets = [api, sns]
+        port, sns_port = (int(sock.getsockname()[1]) for sock in sockets)
+        sim.sns.base_url = f"https://{sns_host}:{sns_port}"
+        servers = [
+            uvicorn.Server(
+                uvicorn.Config(
+                    sim.api_app(),
+                    host=host,
+                    port=port,
+                    log_config=None,
+                    access_log=False,
+                    lifespan="off",
+                    loop="asyncio",
+                )
+            ),
+            uvicorn.Server(
+                uvicorn.Config(
+                    sim.sns.app(),
+                    host=host,
+                    port=sns_port,
+                    log_config=None,
+                    access_log=False,
+                    lifespan="off",
+                    loop="asyncio",
+                    ssl_certfile=str(cert_file),
+                    ssl_keyfile=str(key_file),
+                )
+            ),
+        ]
+        tasks = [
+            asyncio.create_task(server.serve(sockets=[sock]))
+            for server, sock in zip(servers, sockets, strict=True)
+        ]
         try:
+            deadline = time.monotonic() + 15
+            while not all(server.started for server in servers):
+                if any(task.done() for task in tasks) or time.monotonic() > deadline:
+                    raise RuntimeError("the textract simulator did not start")
+                await asyncio.sleep(0.01)
+            yield f"http://{host}:{port}", sim.sns.base_url
+        finally:
+            await sim.sns.aclose()
+            for server in servers:
+                server.should_exit = True
             with contextlib.suppress(SystemExit):
                 await asyncio.wait_for(asyncio.gather(*tasks), timeout=15)
-        finally:
-            for sock in sockets:
-                sock.close()
 
 
 def write_materials(sim: TextractSim, state_dir: Path) -> tuple[Path, Path]:
